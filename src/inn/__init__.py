@@ -1,0 +1,13 @@
+"""Implicitly-defined neural networks for sequence labeling (Kazi & Thompson, ACL 2017).
+
+Subpackages:
+
+- :mod:`inn.data`: corpora readers, the tagger's input features, biased random walks.
+- :mod:`inn.nn`: the implicit GRU layer (:class:`inn.nn.ImplicitGRU`).
+- :mod:`inn.solvers`: the nonlinear and linear solvers behind the implicit layer.
+"""
+
+from inn.errors import InnError
+
+__all__ = ["InnError"]
+__version__ = "0.1.0"
