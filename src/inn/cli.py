@@ -42,7 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command(argv[1:])
     except InnError as exc:
-        logging.getLogger("inn").error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
