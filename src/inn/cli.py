@@ -17,7 +17,8 @@ from inn.errors import InnError
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-pos": ("inn.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
     "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
-    "summarize-data": ("inn.data.summary:main", "summarise prepared corpora and walk sets as TSV"),
+    "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
+    "concat-tables": ("inn.tables:concat_main", "stack TSV tables with the same columns into one"),
 }
 
 

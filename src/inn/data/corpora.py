@@ -134,6 +134,7 @@ def _ptb_reader(root: Path):
     from nltk.tokenize import RegexpTokenizer
 
     mrg, pos = root / "parsed" / "mrg" / "wsj", root / "tagged" / "pos" / "wsj"
+    _trust(root)
     if mrg.is_dir():
         return mrg, ".mrg", BracketParseCorpusReader(str(mrg), r"\d\d/wsj_\d+\.mrg")
     if pos.is_dir():
@@ -183,6 +184,15 @@ def read_wsj(root: str | os.PathLike) -> dict[str, list[Sentence]]:
     return {split: read_ptb(root, sections) for split, sections in WSJ_SECTIONS.items()}
 
 
+def _trust(folder: str | os.PathLike) -> None:
+    """Put ``folder`` on NLTK's data path: NLTK (3.9+) reads corpora only below those roots."""
+    import nltk
+
+    folder = str(Path(folder).resolve())
+    if folder not in nltk.data.path:
+        nltk.data.path.insert(0, folder)
+
+
 def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str, list[Sentence]]:
     """NLTK's Penn Treebank sample split by file (wsj_0001-0139 / 0140-0169 / 0170-0199).
 
@@ -190,19 +200,23 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         nltk_data: an NLTK data folder holding ``corpora/treebank``; ``None`` searches NLTK's
             usual path (the ``NLTK_DATA`` environment variable, then the default folders).
     """
-    import nltk
-    from nltk.corpus import treebank
+    from nltk.corpus.reader import BracketParseCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
 
     if nltk_data is not None:
         if not Path(nltk_data).is_dir():
-            raise InnError(f"NLTK data folder not found: {nltk_data} (corpora.treebank.nltk_data)")
-        nltk.data.path.insert(0, str(nltk_data))
+            raise InnError(f"NLTK data folder not found: {nltk_data} (corpora.ptb_sample.nltk_data)")
+        _trust(nltk_data)
+    # A fresh loader (not the nltk.corpus.treebank singleton) so that it resolves against the
+    # data path as it is now; the arguments are those NLTK itself uses for the sample.
+    treebank = LazyCorpusLoader("treebank/combined", BracketParseCorpusReader, r"wsj_.*\.mrg",
+                                tagset="wsj", encoding="ascii")
     try:
         fileids = treebank.fileids()
     except LookupError:
         raise InnError(
             "NLTK's treebank sample is not installed: run `python -m nltk.downloader treebank` "
-            "or point NLTK_DATA (or corpora.treebank.nltk_data) at a folder holding corpora/treebank"
+            "or point NLTK_DATA (or corpora.ptb_sample.nltk_data) at a folder holding corpora/treebank"
         ) from None
     splits: dict[str, list[Sentence]] = {}
     for split, (first, last) in SAMPLE_FILES.items():

@@ -1,0 +1,18 @@
+# Implicitly-defined neural networks for sequence labeling (Kazi & Thompson, ACL 2017):
+# data -> training -> evaluation -> timing -> report. Run: snakemake --cores all
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+
+
+rule all:
+    input:
+        rules.summarize_data.output,
+    default_target: True

@@ -1,0 +1,126 @@
+"""The data stage's commands: prepare a POS corpus, generate one walk set.
+
+Each reads everything and validates it before writing anything, then writes every output
+atomically, so a failed run leaves no partial files behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from inn.data.corpora import SPLITS, Sentence, read_corpus, write_tagged
+from inn.data.features import FeatureExtractor
+from inn.data.walk import generate_walks, save_walks
+from inn.tables import write_tsv
+
+log = logging.getLogger(__name__)
+
+
+def summarize_pos(corpus: str, splits: dict[str, list[Sentence]], features: FeatureExtractor) -> pd.DataFrame:
+    """Sentences, tokens, tag types, and the share of tokens that map to the unknown word."""
+    rows = []
+    for split, sentences in splits.items():
+        words = [w for s in sentences for w, _ in s]
+        rows.append({
+            "corpus": corpus,
+            "split": split,
+            "sentences": len(sentences),
+            "tokens": len(words),
+            "tag_types": len({t for s in sentences for _, t in s}),
+            "oov_rate": sum(w.lower() not in features.words for w in words) / max(len(words), 1),
+            "unseen_rate": sum(not features.is_known(w) for w in words) / max(len(words), 1),
+        })
+    return pd.DataFrame(rows)
+
+
+def prepare_pos(kind: str, source: dict, out: str | Path, corpus: str, **sizes: int) -> None:
+    """Read a corpus, fit the feature vocabularies on its train split, write everything to ``out``.
+
+    Writes ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json`` and
+    ``summary.tsv`` under ``out``.
+    """
+    out = Path(out)
+    splits = read_corpus(kind, source)
+    features = FeatureExtractor(**sizes).fit(splits["train"])
+    summary = summarize_pos(corpus, splits, features)
+    for split in SPLITS:
+        write_tagged(out / f"{split}.tsv", splits[split])
+    features.save(out / "features.json")
+    write_tsv(out / "summary.tsv", summary)
+    log.info("%s: %s", corpus, ", ".join(
+        f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()))
+
+
+def split_seed(seed: int, b: float, split: str) -> int:
+    """An independent, reproducible seed per (base seed, b, split)."""
+    entropy = [seed, SPLITS.index(split), round(b * 1_000_000)]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+def summarize_walks(b: float, split: str, walks) -> tuple[dict, pd.DataFrame]:
+    """One summary row, and the length histogram (length, count) of a walk set."""
+    lengths = pd.Series([len(y) for _, y in walks])
+    labels = sum(int(y.sum()) for _, y in walks)
+    row = {"b": b, "split": split, "sequences": len(walks), "steps": int(lengths.sum()),
+           "mean_length": float(lengths.mean()), "label1_fraction": labels / int(lengths.sum())}
+    histogram = lengths.value_counts().sort_index().rename_axis("length").reset_index(name="count")
+    histogram.insert(0, "split", split)
+    histogram.insert(0, "b", b)
+    return row, histogram
+
+
+def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str | Path,
+                  max_len: int = 40) -> None:
+    """Generate train/dev/test walks for one bias ``b`` into ``out`` with their summaries."""
+    out = Path(out)
+    rows, histograms, sets = [], [], {}
+    for split in SPLITS:
+        walks = generate_walks(sizes[split], b, dim, split_seed(seed, b, split), max_len=max_len)
+        row, histogram = summarize_walks(b, split, walks)
+        rows.append(row)
+        histograms.append(histogram)
+        sets[split] = walks
+    for split, walks in sets.items():
+        save_walks(out / f"{split}.pt", walks, b=b, dim=dim, seed=seed)
+    write_tsv(out / "summary.tsv", pd.DataFrame(rows))
+    write_tsv(out / "lengths.tsv", pd.concat(histograms, ignore_index=True))
+    log.info("walks b=%g: %s", b, ", ".join(f"{r['split']} {r['sequences']}" for r in rows))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def prepare_pos_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="inn prepare-pos", description=prepare_pos.__doc__)
+    parser.add_argument("--corpus", required=True, help="the corpus's name in the config (e.g. ewt)")
+    parser.add_argument("--kind", required=True, choices=["conllu", "ptb", "nltk_treebank"])
+    parser.add_argument("--path", help="corpus folder (conllu: the EWT files; ptb: the LDC root)")
+    parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--max-words", type=int, default=39_000)
+    parser.add_argument("--max-affixes", type=int, default=2_000)
+    parser.add_argument("--word-dim", type=int, default=320)
+    parser.add_argument("--affix-dim", type=int, default=20)
+    args = parser.parse_args(argv)
+    source = {"path": args.path, "nltk_data": args.nltk_data}
+    prepare_pos(args.kind, source, args.out, args.corpus, max_words=args.max_words,
+                max_affixes=args.max_affixes, word_dim=args.word_dim, affix_dim=args.affix_dim)
+
+
+def generate_walks_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="inn generate-walks", description=prepare_walks.__doc__)
+    parser.add_argument("--b", type=float, required=True, help="bias size")
+    parser.add_argument("--dim", type=int, required=True, help="walk dimension d")
+    parser.add_argument("--max-len", type=int, default=40)
+    parser.add_argument("--seed", type=int, required=True)
+    for split, default in zip(SPLITS, (50_000, 2_500, 5_000)):
+        parser.add_argument(f"--{split}", type=int, default=default, help=f"{split} sequences")
+    parser.add_argument("--out", required=True, help="output folder")
+    args = parser.parse_args(argv)
+    sizes = {split: getattr(args, split) for split in SPLITS}
+    prepare_walks(args.b, args.dim, sizes, args.seed, args.out, max_len=args.max_len)

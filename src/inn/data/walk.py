@@ -1,0 +1,63 @@
+"""Biased random walks (paper 3.1): find where a random walk stops being unbiased.
+
+Per sequence: a length N uniform on 1..max_len, a change time t' uniform on [0, N), and a
+direction v uniform on the unit sphere of R^d. The walk starts at x_0 = 0 and takes standard
+normal steps, x_t = x_{t-1} + N(0, I_d); each step that lands at a time t > t' also moves by
+b * v, the first such step only by the fraction (t - t') of it. The model sees x_1..x_N and
+must label each step y_t = 0 if t <= t' and 1 if t > t' (so the last label is always 1).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from inn.errors import InnError
+from inn.io import torch_save
+
+
+def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40
+                   ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Generate ``n`` biased random walks of dimension ``dim`` with bias ``b``.
+
+    Generation is vectorised over all sequences and reproducible: the same arguments give the
+    same walks on every machine (a CPU ``torch.Generator`` seeded with ``seed``).
+
+    Returns:
+        ``n`` pairs ``(x, y)``: ``x`` float32 of shape ``(N, dim)``, ``y`` long of shape
+        ``(N,)`` with labels ``0...0 1...1``.
+    """
+    if n < 1 or dim < 1 or max_len < 1:
+        raise InnError(f"generate_walks: n, dim and max_len must be positive (got {n}, {dim}, {max_len})")
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len + 1, (n,), generator=gen)  # N
+    change = torch.rand(n, generator=gen, dtype=torch.float64) * lengths  # t' in [0, N)
+    direction = torch.randn(n, dim, generator=gen, dtype=torch.float64)
+    direction = direction / direction.norm(dim=1, keepdim=True)  # v
+    steps = torch.randn(n, max_len, dim, generator=gen, dtype=torch.float64)
+    times = torch.arange(1, max_len + 1, dtype=torch.float64)  # t = 1..max_len
+    # Share of the bias each step gets: 0 up to t', the fraction t - t' on the first step past
+    # it, 1 after that.
+    share = (times - change[:, None]).clamp(0.0, 1.0)  # (n, max_len)
+    x = torch.cumsum(steps + b * share[..., None] * direction[:, None, :], dim=1).float()
+    y = (times > change[:, None]).long()
+    return [(x[i, :length], y[i, :length]) for i, length in enumerate(lengths.tolist())]
+
+
+def save_walks(path: str | os.PathLike, walks: list[tuple[torch.Tensor, torch.Tensor]], **meta) -> None:
+    """Store walks padded into one tensor each (atomic): ``x`` (S, L, d), ``y`` (S, L), ``lengths``."""
+    lengths = torch.tensor([len(y) for _, y in walks])
+    width, dim = int(lengths.max()), walks[0][0].shape[1]
+    x = torch.zeros(len(walks), width, dim)
+    y = torch.zeros(len(walks), width, dtype=torch.long)
+    for i, (xi, yi) in enumerate(walks):
+        x[i, : len(yi)], y[i, : len(yi)] = xi, yi
+    torch_save({"x": x, "y": y, "lengths": lengths, **meta}, path)
+
+
+def load_walks(path: str | os.PathLike) -> dict:
+    """Read a file written by :func:`save_walks`."""
+    if not os.path.isfile(path):
+        raise InnError(f"walk file not found: {path} (run the data stage first)")
+    return torch.load(path, weights_only=True)

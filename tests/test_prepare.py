@@ -1,0 +1,57 @@
+"""The data commands: outputs on success, one error line and no files on failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from inn.cli import main
+from inn.data.corpora import read_tagged
+from inn.data.features import FeatureExtractor
+from inn.data.prepare import prepare_walks, split_seed
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_prepare_pos_writes_splits_features_and_summary(tmp_path, nltk_data):
+    out = tmp_path / "ptb"
+    status = main(["prepare-pos", "--corpus", "ptb_sample", "--kind", "nltk_treebank",
+                   "--nltk-data", str(nltk_data), "--out", str(out), "--max-words", "1000"])
+    assert status == 0
+    assert len(read_tagged(out / "dev.tsv")) == 433
+    features = FeatureExtractor.load(out / "features.json")
+    assert len(features.words) == 1000 + 2 and features.feature_size == 448
+    summary = pd.read_csv(out / "summary.tsv", sep="\t")
+    assert summary.tokens.tolist() == [73_842, 10_627, 9_615]
+    assert summary.oov_rate[0] > 0  # the vocabulary cap leaves rare training words unknown
+
+
+def test_malformed_corpus_gives_one_line_and_no_outputs(tmp_path, ewt_dir):
+    corpus = tmp_path / "ewt"
+    corpus.mkdir()
+    for split in ("train", "dev", "test"):
+        (corpus / f"en_ewt-ud-{split}.conllu").write_text((ewt_dir / f"en_ewt-ud-{split}.conllu").read_text())
+    with open(corpus / "en_ewt-ud-test.conllu", "a") as handle:
+        handle.write("1\tbroken line\n\n")
+    lines = (corpus / "en_ewt-ud-test.conllu").read_text().count("\n")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "inn", "prepare-pos", "--corpus", "ewt", "--kind", "conllu",
+                             "--path", str(corpus), "--out", str(out)],
+                            capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "src")})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {corpus}/en_ewt-ud-test.conllu:{lines - 1}: malformed CoNLL-U line: "
+        "expected 10 tab-separated fields, found 2")
+    assert "Traceback" not in result.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_walk_sets_use_distinct_reproducible_seeds(tmp_path):
+    seeds = {split_seed(1, b, s) for b in (0.5, 1.0) for s in ("train", "dev", "test")}
+    assert len(seeds) == 6 and split_seed(1, 0.5, "dev") == split_seed(1, 0.5, "dev")
+    prepare_walks(0.5, 2, {"train": 30, "dev": 10, "test": 10}, seed=1, out=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.pt", "lengths.tsv", "summary.tsv", "test.pt", "train.pt"]
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -1,0 +1,78 @@
+"""The Snakemake workflow: lint, dry runs, and the data stage end to end on a tiny config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+
+
+def snakemake(*args: str, workdir: Path | None = None, config: dict | None = None):
+    """Run Snakemake on the repository's workflow; returns the completed process."""
+    command = SNAKEMAKE + list(args) + ["--cores", "2"]
+    if workdir is not None:
+        command += ["--directory", str(workdir)]
+        if config is not None:
+            (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+            command += ["--configfile", str(workdir / "config.yaml")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run(command, cwd=workdir or REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_lint():
+    result = snakemake("--lint")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Congratulations" in result.stdout + result.stderr
+
+
+def test_dry_run_of_the_full_config():
+    result = snakemake("-n", "--quiet", "rules")
+    assert result.returncode == 0, result.stderr
+    for rule in ("download_ewt", "download_treebank", "prepare_corpus", "generate_walks", "summarize_data"):
+        assert rule in result.stdout + result.stderr
+
+
+def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
+    result = snakemake("-n", workdir=tmp_path, config={"walks": {"dim": -3}})
+    assert result.returncode != 0
+    assert "config: walks.dim: -3 is less than the minimum of 1" in result.stdout + result.stderr
+
+
+def test_missing_corpus_path_is_named(tmp_path, tiny_config):
+    tiny_config["corpora"]["ewt"]["path"] = str(tmp_path / "no-such-ewt")
+    result = snakemake("-n", workdir=tmp_path, config=tiny_config)
+    assert result.returncode != 0
+    assert "no-such-ewt/en_ewt-ud-train.conllu" in result.stdout + result.stderr
+
+
+@pytest.mark.workflow
+def test_data_stage_end_to_end(tmp_path, tiny_config):
+    result = snakemake("summarize_data", workdir=tmp_path, config=tiny_config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    pos = pd.read_csv(tmp_path / "results/tables/data_pos.tsv", sep="\t")
+    assert pos.set_index(["corpus", "split"])["sentences"].to_dict() == {
+        ("ewt", "train"): 12_544, ("ewt", "dev"): 2_001, ("ewt", "test"): 2_077,
+        ("ptb_sample", "train"): 3_068, ("ptb_sample", "dev"): 433, ("ptb_sample", "test"): 413}
+    assert (pos.loc[pos.split == "train", "unseen_rate"] == 0).all()
+    assert (pos.loc[pos.split != "train", "oov_rate"] > 0).all()
+    walks = pd.read_csv(tmp_path / "results/tables/data_walks.tsv", sep="\t")
+    assert sorted(walks.b.unique()) == [0.5, 1.0] and set(walks.sequences) == {60, 20}
+    assert walks.label1_fraction.between(0.3, 0.7).all()
+    lengths = pd.read_csv(tmp_path / "results/tables/data_walk_lengths.tsv", sep="\t")
+    assert lengths.groupby(["b", "split"])["count"].sum().tolist() == [60, 20, 20] * 2 or \
+        sorted(lengths.groupby(["b", "split"])["count"].sum().tolist()) == [20, 20, 20, 20, 60, 60]
+    for name in ("prepare_corpus/ewt", "prepare_corpus/ptb_sample", "generate_walks/b0.5"):
+        assert (tmp_path / "logs" / f"{name}.log").exists()
+        assert (tmp_path / "benchmarks" / f"{name}.tsv").exists()
+    # Nothing left to do: a second run is a no-op.
+    again = snakemake("-n", "summarize_data", workdir=tmp_path, config=tiny_config)
+    assert "Nothing to be done" in again.stdout + again.stderr
