@@ -1,4 +1,5 @@
-"""Shared fixtures: where the development corpora live, and a tiny workflow config.
+"""Shared fixtures: where the development corpora live, a tiny workflow config, and small
+implicit layers (float64 by default, deterministic seeds).
 
 The corpora are never copied into the repository: tests read them from ``../shared/data``
 beside the checkout, or from ``INN_SHARED_DATA`` (CI sets it).
@@ -10,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("INN_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -42,3 +44,28 @@ def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
         "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
         "walks": {"b": [1.0, 0.5], "dim": 4, "sizes": {"train": 60, "dev": 20, "test": 20}},
     }
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
+
+
+def make_layer(input_size=5, hidden=6, scale=1.0, dtype=torch.float64, **options):
+    """A small ImplicitGRU; ``scale`` multiplies the recurrent weights (harder systems)."""
+    from inn.nn import ImplicitGRU
+
+    layer = ImplicitGRU(input_size, hidden, **options).to(dtype)
+    with torch.no_grad():
+        for p in (layer.weight_pn, layer.weight_zr, layer.weight_c):
+            p.mul_(scale)
+    return layer
+
+
+def make_batch(B=3, n=6, input_size=5, lengths=None, dtype=torch.float64):
+    xi = torch.randn(B, n, input_size, dtype=dtype)
+    mask = torch.ones(B, n, dtype=torch.bool)
+    if lengths is not None:
+        for b, length in enumerate(lengths):
+            mask[b, length:] = False
+    return xi, mask

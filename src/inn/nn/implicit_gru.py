@@ -1,0 +1,381 @@
+"""The implicit GRU layer (paper section 2.5): H = F(H), each h_t coupled to both neighbours.
+
+    hhat_t = s * h_{t-1} + (1 - s) * h_{t+1}        s = s_p / (s_p + s_n)
+    s_p = sigmoid(W_p x_t + U_p h_{t-1} + b_p)       s_n = sigmoid(W_n x_t + U_n h_{t+1} + b_n)
+    z = sigmoid(W_z x_t + U_z hhat_t + b_z)          r = sigmoid(W_r x_t + U_r hhat_t + b_r)
+    htilde = tanh(W x_t + U (r * hhat_t) + b)        h_t = (1 - z) * hhat_t + z * htilde
+
+with h_0 = h_s and h_{n+1} = h_e. Two pieces live here:
+
+- :class:`GRUSystem`: the equations for one batch with the input terms ``W x + b``
+  precomputed (xi is fixed during a solve, so only the U-products cost anything), F, and an
+  analytic linearisation giving J V, J^T V and the k x k Jacobian blocks. It carries no
+  autograd graph; the solvers in :mod:`inn.solvers` work on it.
+- :class:`ImplicitGRU`: the ``nn.Module``. ``forward`` solves without a graph, then applies F
+  once more with autograd at the solution and wraps it in the implicit-differentiation
+  function (:mod:`inn.nn.implicit_function`), so backward costs one adjoint linear solve and
+  one pass through F.
+
+The switch is computed as s = sigmoid(log sigmoid(a_p) - log sigmoid(a_n)), which equals
+s_p / (s_p + s_n) but never forms 0/0 when both sigmoids underflow (SPEC, measured facts).
+
+Padding: sequences are left-aligned and ``mask`` is True on real tokens. The state after a
+sequence's last real token is h_e, padded outputs are zero, so a sequence's states do not
+depend on what it is batched with.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from typing import Any
+
+import torch
+import torch.nn.functional as Fn
+from torch import Tensor, nn
+
+from inn.errors import InnError
+
+log = logging.getLogger(__name__)
+
+
+def _neighbours(H: Tensor, next_real: Tensor, h_start: Tensor, h_end: Tensor) -> tuple[Tensor, Tensor]:
+    """(h_{t-1}, h_{t+1}) for every t, with the boundary states where the sequence ends.
+
+    H (B, n, k); next_real (B, n) bool, True where position t+1 is a real token;
+    h_start, h_end broadcastable to (B, 1, k).
+    """
+    B, n, k = H.shape
+    hs = h_start.expand(B, 1, k).to(H.dtype)
+    he = h_end.expand(B, 1, k).to(H.dtype)
+    prev = torch.cat([hs, H[:, :-1]], dim=1)
+    nxt = torch.cat([H[:, 1:], he], dim=1)
+    nxt = torch.where(next_real.unsqueeze(-1), nxt, he)
+    return prev, nxt
+
+
+def _next_real(mask: Tensor) -> Tensor:
+    """(B, n) bool: is position t+1 a real token (False at the last position)."""
+    return torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], dim=1)
+
+
+def cell(
+    X: Tensor,
+    prev: Tensor,
+    nxt: Tensor,
+    weight_pn: Tensor,
+    weight_zr: Tensor,
+    weight_c: Tensor,
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The transition f at every position: (h_{t-1}, h_{t+1}, W x_t + b) -> h_t.
+
+    X (..., 5k) holds the input terms in the order p, n, z, r, candidate. Returns h and the
+    intermediates (s, a_p, a_n, hhat, z, r, c) the linearisation needs.
+    """
+    k = prev.shape[-1]
+    Xp, Xn, Xz, Xr, Xc = X.split(k, dim=-1)
+    a_p = Xp + prev @ weight_pn[:k].T
+    a_n = Xn + nxt @ weight_pn[k:].T
+    s = torch.sigmoid(Fn.logsigmoid(a_p) - Fn.logsigmoid(a_n))  # = s_p / (s_p + s_n), stably
+    hhat = nxt + s * (prev - nxt)
+    zr = hhat @ weight_zr.T
+    z = torch.sigmoid(Xz + zr[..., :k])
+    r = torch.sigmoid(Xr + zr[..., k:])
+    c = torch.tanh(Xc + (r * hhat) @ weight_c.T)
+    h = hhat + z * (c - hhat)
+    return h, (s, a_p, a_n, hhat, z, r, c)
+
+
+class GRULinearization:
+    """The implicit GRU's F and Jacobian products at one point H, analytically.
+
+    Each product costs the same five k x k matrix products per position as F itself (the
+    intermediates are computed once here). ``jvp`` is checked against ``torch.func.jvp`` and
+    ``vjp`` against autograd in the tests.
+    """
+
+    def __init__(self, system: "GRUSystem", H: Tensor) -> None:
+        self.system = system
+        k = system.k
+        prev, nxt = _neighbours(H, system.next_real, system.h_start, system.h_end)
+        h, (s, a_p, a_n, hhat, z, r, c) = cell(system.X, prev, nxt, *system.weights)
+        m = system.maskf
+        self.F = h * m
+        d = prev - nxt
+        s1 = s * (1 - s)
+        # d hhat = s dprev + (1 - s) dnext + d * (ep * dap - en * dan), dap = U_p dprev, ...
+        self.s = s
+        self.ep = s1 * torch.sigmoid(-a_p) * d
+        self.en = s1 * torch.sigmoid(-a_n) * d
+        self.hhat, self.r = hhat, r
+        zd = z * (1 - z)
+        rd = r * (1 - r)
+        cd = 1 - c * c
+        self.one_minus_z = 1 - z
+        self.gz = (c - hhat) * zd  # dh/da_z
+        self.gc = z * cd  # dh/da_c
+        self.hrd = hhat * rd  # d(r*hhat)/da_r
+        self.k = k
+
+    def jvp(self, V: Tensor) -> Tensor:
+        """J V = dF/dH . V, (B, n, k) -> (B, n, k)."""
+        sy = self.system
+        k = self.k
+        Wpn, Wzr, Wc = sy.weights
+        zero = sy.zero_boundary
+        vp, vn = _neighbours(V, sy.next_real, zero, zero)
+        dap = vp @ Wpn[:k].T
+        dan = vn @ Wpn[k:].T
+        dhh = vn + self.s * (vp - vn) + self.ep * dap - self.en * dan
+        dzr = dhh @ Wzr.T
+        drh = self.hrd * dzr[..., k:] + self.r * dhh
+        dac = drh @ Wc.T
+        dh = self.one_minus_z * dhh + self.gz * dzr[..., :k] + self.gc * dac
+        return dh * sy.maskf
+
+    def vjp(self, V: Tensor) -> Tensor:
+        """J^T V = (dF/dH)^T . V, (B, n, k) -> (B, n, k)."""
+        sy = self.system
+        k = self.k
+        Wpn, Wzr, Wc = sy.weights
+        g = V * sy.maskf
+        g_hh = g * self.one_minus_z
+        g_rh = (g * self.gc) @ Wc
+        g_hh = g_hh + g_rh * self.r
+        g_zr = torch.cat([g * self.gz, g_rh * self.hrd], dim=-1)
+        g_hh = g_hh + g_zr @ Wzr
+        g_prev = g_hh * self.s + (g_hh * self.ep) @ Wpn[:k]
+        g_next = (g_hh - g_hh * self.s) - (g_hh * self.en) @ Wpn[k:]
+        # position t receives g_prev from t+1 and g_next from t-1 (if t is t-1's real neighbour)
+        g_next = g_next * sy.next_real.unsqueeze(-1).to(g.dtype)
+        out = torch.zeros_like(g)
+        out[:, :-1] += g_prev[:, 1:]
+        out[:, 1:] += g_next[:, :-1]
+        return out * sy.maskf
+
+    def blocks(self, t: int) -> tuple[Tensor, Tensor]:
+        """(dF_t/dh_{t-1}, dF_t/dh_{t+1}), each (B, k, k), zero where there is no coupling.
+
+        dF_t/dhhat = diag(1-z) + diag(gz) U_z + diag(gc) U [diag(r) + diag(hrd) U_r], then
+        dhhat/dh_{t-1} = diag(s) + diag(ep) U_p and dhhat/dh_{t+1} = diag(1-s) - diag(en) U_n.
+        Costs three k x k x k products per sample: a CPU-expensive, GPU-friendly path.
+        """
+        sy = self.system
+        k = self.k
+        Wpn, Wzr, Wc = sy.weights
+        Wz, Wr = Wzr[:k], Wzr[k:]
+        r, hrd, gz, gc = self.r[:, t], self.hrd[:, t], self.gz[:, t], self.gc[:, t]
+        inner = Wc * r.unsqueeze(-2) + (Wc * hrd.unsqueeze(-2)) @ Wr  # U [diag r + diag hrd U_r]
+        N = gc.unsqueeze(-1) * inner + gz.unsqueeze(-1) * Wz
+        N = N + torch.diag_embed(self.one_minus_z[:, t])
+        s, ep, en = self.s[:, t], self.ep[:, t], self.en[:, t]
+        L = N * s.unsqueeze(-2) + (N * ep.unsqueeze(-2)) @ Wpn[:k]
+        R = N * (1 - s).unsqueeze(-2) - (N * en.unsqueeze(-2)) @ Wpn[k:]
+        real = sy.mask[:, t].to(L.dtype).view(-1, 1, 1)
+        has_prev = real * (1.0 if t > 0 else 0.0)
+        has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
+        return L * has_prev, R * has_next
+
+
+class GRUSystem:
+    """The implicit GRU equations for one batch, with no autograd graph (solver side).
+
+    ``X`` (B, n, 5k) are the precomputed input terms W x + b, ``weights`` the detached
+    recurrent matrices (U_pn (2k, k), U_zr (2k, k), U (k, k)).
+    """
+
+    def __init__(
+        self,
+        X: Tensor,
+        mask: Tensor,
+        weights: tuple[Tensor, Tensor, Tensor],
+        h_start: Tensor,
+        h_end: Tensor,
+    ) -> None:
+        self.X = X
+        self.mask = mask
+        self.maskf = mask.unsqueeze(-1).to(X.dtype)
+        self.next_real = _next_real(mask)
+        self.weights = weights
+        self.k = weights[2].shape[0]
+        self.h_start = h_start.reshape(1, 1, self.k).to(X.dtype)
+        self.h_end = h_end.reshape(1, 1, self.k).to(X.dtype)
+        self.zero_boundary = torch.zeros(1, 1, self.k, dtype=X.dtype, device=X.device)
+        self.shape = torch.Size((X.shape[0], X.shape[1], self.k))
+
+    def F(self, H: Tensor) -> Tensor:
+        """One evaluation of the implicit definition (padded positions give zero)."""
+        prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
+        h, _ = cell(self.X, prev, nxt, *self.weights)
+        return h * self.maskf
+
+    def linearize(self, H: Tensor) -> GRULinearization:
+        return GRULinearization(self, H)
+
+    def repeat(self, times: int) -> "GRUSystem":
+        if times == 1:
+            return self
+        return GRUSystem(
+            self.X.repeat(times, 1, 1), self.mask.repeat(times, 1), self.weights, self.h_start, self.h_end
+        )
+
+    def select(self, index: Tensor) -> "GRUSystem":
+        """The systems of the sequences at ``index`` (for retrying failed ones)."""
+        return GRUSystem(self.X[index], self.mask[index], self.weights, self.h_start, self.h_end)
+
+    def initial_guess(self, kind: str, generator: torch.Generator | None = None) -> Tensor:
+        """A starting point for the solvers.
+
+        ``"zeros"``; ``"random"`` (uniform in (-0.5, 0.5), drawn on the CPU from
+        ``generator`` so it is the same on every device); ``"one_step"``, the paper's guess
+        h_t = f(h^f_{t-1}, h^b_{t+1}, xi_t) from a forward and a backward sweep of the
+        ordinary GRU with the same weights (hhat = h_{t-1}, resp. h_{t+1}); ``"F0"``, F(0).
+        """
+        B, n, k = self.shape
+        dt, dev = self.X.dtype, self.X.device
+        if kind == "zeros":
+            return torch.zeros(B, n, k, dtype=dt, device=dev)
+        if kind == "random":
+            R = torch.rand(B, n, k, generator=generator, dtype=dt) - 0.5
+            return R.to(dev) * self.maskf
+        if kind == "F0":
+            return self.F(torch.zeros(B, n, k, dtype=dt, device=dev))
+        if kind == "one_step":
+            return self._one_step()
+        raise InnError(f"unknown initial guess {kind!r}; use zeros, random, one_step or F0")
+
+    def _gru_step(self, Xt: Tensor, h: Tensor) -> Tensor:
+        """The explicit GRU step (hhat = h) used by the one-step guess's sweeps."""
+        k = self.k
+        _, Wzr, Wc = self.weights
+        zr = h @ Wzr.T
+        z = torch.sigmoid(Xt[:, 2 * k : 3 * k] + zr[:, :k])
+        r = torch.sigmoid(Xt[:, 3 * k : 4 * k] + zr[:, k:])
+        c = torch.tanh(Xt[:, 4 * k :] + (r * h) @ Wc.T)
+        return h + z * (c - h)
+
+    def _one_step(self) -> Tensor:
+        B, n, k = self.shape
+        hs = self.h_start.reshape(1, k).expand(B, k)
+        he = self.h_end.reshape(1, k).expand(B, k)
+        fwd, bwd = [], [None] * n
+        h = hs
+        for t in range(n):
+            h = self._gru_step(self.X[:, t], h)
+            fwd.append(h)
+        h = he
+        for t in range(n - 1, -1, -1):
+            h = torch.where(self.mask[:, t : t + 1], self._gru_step(self.X[:, t], h), he)
+            bwd[t] = h
+        Hf = torch.stack(fwd, 1)
+        Hb = torch.stack(bwd, 1)
+        prev = torch.cat([self.h_start.expand(B, 1, k), Hf[:, :-1]], 1)
+        nxt = torch.cat([Hb[:, 1:], self.h_end.expand(B, 1, k)], 1)
+        nxt = torch.where(self.next_real.unsqueeze(-1), nxt, self.h_end.expand(B, 1, k))
+        h, _ = cell(self.X, prev, nxt, *self.weights)
+        return h * self.maskf
+
+
+class ImplicitGRU(nn.Module):
+    """Implicitly-defined bidirectional GRU layer (Kazi & Thompson, 2017).
+
+    Args:
+        input_size: width of xi.
+        hidden_size: k, the state width.
+        solver: a name in :data:`inn.solvers.SOLVERS` (``"newton_krylov"``, the paper's
+            method; ``"newton_direct"``; ``"anderson"``; ``"fixed_point"``).
+        trainable_boundary: learn h_s and h_e (zero and fixed otherwise, as in the paper).
+        **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
+            ``candidates``, ``strict``, ...) and for the backward pass ``backward_solver``
+            (``"bicgstab"`` default, ``"anderson"``, ``"fixed_point"``, ``"direct"``),
+            ``backward_tol`` and ``backward_max_iter``.
+
+    Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
+    tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each
+    call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
+    sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        solver: str = "newton_krylov",
+        trainable_boundary: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__()
+        from inn.solvers import SOLVERS, check_options
+
+        if solver not in SOLVERS:
+            raise InnError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.solver = solver
+        backward_keys = ("backward_solver", "backward_tol", "backward_max_iter")
+        self.backward_options = {key: options.pop(key) for key in backward_keys if key in options}
+        check_options(solver, options)
+        self.options = options
+        k = hidden_size
+        # input terms for p, n, z, r, candidate (W_p .. W, with b_p .. b)
+        self.weight_x = nn.Parameter(torch.empty(5 * k, input_size))
+        self.bias = nn.Parameter(torch.empty(5 * k))
+        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
+        self.weight_zr = nn.Parameter(torch.empty(2 * k, k))  # U_z; U_r
+        self.weight_c = nn.Parameter(torch.empty(k, k))  # U
+        if trainable_boundary:
+            self.h_start = nn.Parameter(torch.zeros(k))
+            self.h_end = nn.Parameter(torch.zeros(k))
+        else:
+            self.register_buffer("h_start", torch.zeros(k))
+            self.register_buffer("h_end", torch.zeros(k))
+        self.reset_parameters()
+        self.last_stats = None
+        self.last_backward_stats = None
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU does."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.weight_x, self.bias, self.weight_pn, self.weight_zr, self.weight_c):
+            nn.init.uniform_(p, -bound, bound)
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}"
+
+    def input_terms(self, xi: Tensor) -> Tensor:
+        """W x_t + b for all five gates at once: (B, n, input_size) -> (B, n, 5k)."""
+        return Fn.linear(xi, self.weight_x, self.bias)
+
+    def system(self, xi: Tensor, mask: Tensor) -> GRUSystem:
+        """The detached equations for this batch (what the solvers work on)."""
+        with torch.no_grad():
+            X = self.input_terms(xi)
+        weights = (self.weight_pn.detach(), self.weight_zr.detach(), self.weight_c.detach())
+        return GRUSystem(X, mask.bool(), weights, self.h_start.detach(), self.h_end.detach())
+
+    def transition(self, xi: Tensor, H: Tensor, mask: Tensor) -> Tensor:
+        """F(H): one evaluation of the implicit definition, with autograd (padded rows zero)."""
+        mask = mask.bool()
+        prev, nxt = _neighbours(H, _next_real(mask), self.h_start, self.h_end)
+        h, _ = cell(self.input_terms(xi), prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
+        return h * mask.unsqueeze(-1).to(h.dtype)
+
+    def forward(self, xi: Tensor, mask: Tensor | None = None) -> Tensor:
+        from inn.nn.implicit_function import implicit_solution
+        from inn.solvers import solve
+
+        if xi.dim() != 3 or xi.shape[-1] != self.input_size:
+            raise InnError(f"ImplicitGRU expects xi of shape (B, n, {self.input_size}), got {tuple(xi.shape)}")
+        if mask is None:
+            mask = torch.ones(xi.shape[:2], dtype=torch.bool, device=xi.device)
+        mask = mask.bool()
+        if xi.shape[1] == 0:
+            return xi.new_zeros(xi.shape[0], 0, self.hidden_size)
+        system = self.system(xi, mask)
+        with torch.no_grad():
+            H, stats = solve(system, self.solver, **self.options)
+        self.last_stats = stats
+        if not torch.is_grad_enabled() or not (xi.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return H
+        return implicit_solution(self, xi, mask, H, system)

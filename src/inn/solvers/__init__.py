@@ -1,0 +1,262 @@
+"""Solvers for the implicit layer's equations H = F(H), forward and adjoint.
+
+One entry point, :func:`solve`, validates the options once, builds the starting candidates
+and dispatches by name through the :data:`SOLVERS` registry (one solver per file). Every
+solver returns per-sequence iteration counts, residuals and :class:`ResultCode` values,
+collected in a :class:`SolverStats` record. :data:`ADJOINT_SOLVERS` solve the transposed
+linear system of the implicit backward pass (:mod:`inn.nn.implicit_function`).
+
+Solvers:
+
+- ``newton_krylov``: the paper's Newton-BiCGSTAB (:mod:`inn.solvers.newton_krylov`).
+- ``newton_direct``: Newton with exact block-tridiagonal solves (:mod:`inn.solvers.newton_direct`).
+- ``anderson``: Anderson-accelerated fixed-point iteration (:mod:`inn.solvers.anderson`).
+- ``fixed_point``: plain (damped) iteration H <- F(H), Anderson's degenerate case.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from inn.errors import InnError
+from inn.solvers import anderson as _anderson
+from inn.solvers import newton_direct as _newton_direct
+from inn.solvers import newton_krylov as _newton_krylov
+from inn.solvers._common import (
+    ConvergenceWarning,
+    Counter,
+    FixedPointSystem,
+    ResultCode,
+    SolverStats,
+    batch_norm,
+)
+from inn.solvers.bicgstab import KrylovInfo, bicgstab
+from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
+
+log = logging.getLogger(__name__)
+
+#: name -> solver function ``(system, H0, groups, counter, *, tol, max_iter, **options)``
+SOLVERS = {
+    "newton_krylov": _newton_krylov.newton_krylov,
+    "newton_direct": _newton_direct.newton_direct,
+    "anderson": _anderson.anderson,
+    "fixed_point": _anderson.fixed_point,
+}
+
+#: each solver's own options and their defaults
+SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
+    "newton_krylov": _newton_krylov.OPTIONS,
+    "newton_direct": _newton_direct.OPTIONS,
+    "anderson": _anderson.OPTIONS,
+    "fixed_point": _anderson.FIXED_POINT_OPTIONS,
+}
+
+#: default outer-iteration limits
+DEFAULT_MAX_ITER = {"newton_krylov": 40, "newton_direct": 20, "anderson": 200, "fixed_point": 500}
+
+#: options :func:`solve` itself takes (besides each solver's own)
+COMMON_OPTIONS = ("tol", "max_iter", "candidates", "candidate_mode", "seed", "strict")
+
+#: the paper's Newton-Krylov, as an options dict for ``ImplicitGRU(..., **PAPER_OPTIONS)``
+PAPER_OPTIONS = dict(_newton_krylov.PAPER_OPTIONS)
+
+__all__ = [
+    "ADJOINT_SOLVERS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
+    "ResultCode", "SOLVERS", "SolverStats", "bicgstab", "check_options", "solve",
+]
+
+
+def check_options(method: str, options: dict[str, Any]) -> None:
+    """Raise :class:`InnError` naming any option ``method`` does not know."""
+    if method not in SOLVERS:
+        raise InnError(f"unknown solver {method!r}; choose one of {', '.join(SOLVERS)}")
+    allowed = set(COMMON_OPTIONS) | set(SOLVER_OPTIONS[method])
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InnError(f"solver {method!r} has no option(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
+
+
+def solve(
+    system: FixedPointSystem,
+    method: str = "newton_krylov",
+    *,
+    tol: float = 1e-4,
+    max_iter: int | None = None,
+    candidates: Sequence[str] = ("one_step", "random"),
+    candidate_mode: str = "fallback",
+    seed: int = 0,
+    strict: bool = False,
+    **options: Any,
+) -> tuple[Tensor, SolverStats]:
+    """Solve H = F(H) for a batch of independent systems.
+
+    Finds H with ||H - F(H)|| <= tol * ||H|| for every sequence of the batch.
+
+    Args:
+        system: the equations (see :class:`FixedPointSystem`; :class:`inn.nn.ImplicitGRU`
+            builds one per batch).
+        method: a name in :data:`SOLVERS`.
+        tol: relative residual ||H - F(H)|| / ||H|| to reach, per sequence.
+        max_iter: outer iteration limit (default per method, :data:`DEFAULT_MAX_ITER`).
+        candidates: starting points, in order: ``"one_step"`` (the paper's guess from a
+            forward and a backward GRU sweep), ``"random"``, ``"zeros"``, ``"F0"``.
+        candidate_mode: ``"parallel"`` (the paper: all candidates at once, a sequence stops
+            when one of its candidates converges, the earliest wins) or ``"fallback"`` (the
+            next candidate only for sequences the previous ones failed: cheaper).
+        seed: seeds the random candidate.
+        strict: raise :class:`InnError` if any sequence fails, instead of warning with
+            :class:`ConvergenceWarning`.
+        **options: the method's own options (:data:`SOLVER_OPTIONS`).
+
+    Returns:
+        ``(H, stats)``: H (B, n, k), the solution (for a failed sequence, the best iterate);
+        stats a :class:`SolverStats` with per-sequence iterations, residual, converged flag,
+        result code and winning candidate.
+
+    Raises:
+        InnError: unknown method or option; in strict mode, a failed solve.
+    """
+    check_options(method, options)
+    if candidate_mode not in ("parallel", "fallback"):
+        raise InnError(f"candidate_mode must be 'parallel' or 'fallback', not {candidate_mode!r}")
+    if not candidates:
+        raise InnError("need at least one starting candidate")
+    solver = SOLVERS[method]
+    max_iter = DEFAULT_MAX_ITER[method] if max_iter is None else int(max_iter)
+    generator = torch.Generator().manual_seed(seed)
+    counter = Counter()
+    B = system.shape[0]
+    dev = system.X.device if hasattr(system, "X") else None
+
+    def run(sub, kinds: Sequence[str]):
+        guesses = [sub.initial_guess(kind, generator) for kind in kinds]
+        stacked = sub.repeat(len(kinds))
+        out = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol, max_iter=max_iter, **options)
+        return _pick_winner(*out, groups=len(kinds))
+
+    if candidate_mode == "parallel":
+        H, newton, krylov, res, code, cand = run(system, candidates)
+    else:
+        H, newton, krylov, res, code, cand = run(system, candidates[:1])
+        for index, kind in enumerate(candidates[1:], start=1):
+            retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
+            if retry.numel() == 0:
+                break
+            log.debug("retrying %d sequence(s) from candidate %r", retry.numel(), kind)
+            H2, n2, k2, r2, c2, _ = run(system.select(retry), [kind])
+            better = (c2 == int(ResultCode.CONVERGED)) | (r2 < res[retry])
+            idx = retry[better]
+            H[idx] = H2[better]
+            res[idx], code[idx] = r2[better], c2[better]
+            cand[idx] = index
+            newton[retry] += n2
+            krylov[retry] += k2
+    stats = SolverStats(
+        solver=method,
+        newton_iterations=newton.cpu(),
+        krylov_iterations=krylov.cpu(),
+        residual=res.detach().cpu(),
+        converged=(code == int(ResultCode.CONVERGED)).cpu(),
+        code=code.cpu(),
+        candidate=cand.cpu(),
+        function_evals=counter.f,
+        jacobian_products=counter.jp,
+    )
+    _report(stats, f"forward solve ({method})", tol, strict)
+    return H, stats
+
+
+def _pick_winner(H, newton, krylov, res, code, groups: int):
+    """Per sequence, the candidate that converged first (fewest iterations, earliest listed),
+    else the one with the lowest residual. Iterations are summed over all candidates run."""
+    C = groups
+    B = H.shape[0] // C
+    conv = (code == int(ResultCode.CONVERGED)).view(C, B)
+    big = torch.iinfo(torch.int64).max // 4
+    order_conv = torch.where(conv, newton.view(C, B) * C + torch.arange(C, device=H.device).view(C, 1), big)
+    res_v = torch.where(torch.isfinite(res), res, torch.full_like(res, float("inf"))).view(C, B)
+    cand = torch.where(conv.any(0), order_conv.argmin(0), res_v.argmin(0))
+    rows = cand * B + torch.arange(B, device=H.device)
+    return (
+        H[rows], newton.view(C, B).sum(0), krylov.view(C, B).sum(0), res[rows], code[rows], cand,
+    )
+
+
+def _report(stats: SolverStats, what: str, tol: float, strict: bool) -> None:
+    """Non-convergence is never silent: a counted warning, or an error in strict mode."""
+    failed = stats.num_failed
+    if not failed:
+        return
+    codes = sorted({ResultCode(int(c)).name for c in stats.code[~stats.converged]})
+    message = (
+        f"{what}: {failed} of {stats.converged.numel()} sequences did not reach tol {tol:g} "
+        f"(max residual {float(stats.residual.max()):.3g}; {', '.join(codes)})"
+    )
+    if strict:
+        raise InnError(message)
+    warnings.warn(message, ConvergenceWarning, stacklevel=3)
+
+
+# --------------------------------------------------------------------------- adjoint solvers
+# (lin, g, tol, max_iter) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution.
+
+
+def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, code: Tensor, lin_evals: int, jp: int):
+    return SolverStats(
+        solver=name,
+        newton_iterations=iterations.cpu(),
+        krylov_iterations=inner.cpu(),
+        residual=res.detach().cpu(),
+        converged=(code == int(ResultCode.CONVERGED)).cpu(),
+        code=code.cpu(),
+        candidate=torch.zeros_like(code).cpu(),
+        function_evals=lin_evals,
+        jacobian_products=jp,
+    )
+
+
+def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
+    u, info = bicgstab(lambda V: V - lin.vjp(V), g, x0=g, rtol=tol, maxiter=max_iter)
+    gn = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
+    res = torch.where(batch_norm(g) > 0, info.residual / gn, torch.zeros_like(gn))
+    code = torch.where(res <= tol, int(ResultCode.CONVERGED), info.code)
+    zeros = torch.zeros_like(info.iterations)
+    return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
+
+
+def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5):
+    scale = batch_norm(g)
+    u, its, res, code, evals = _anderson.anderson_iterate(
+        lambda u: g + lin.vjp(u), g, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory
+    )
+    res = torch.where(scale > 0, res, torch.zeros_like(res))
+    code = torch.where(res <= tol, int(ResultCode.CONVERGED), code)
+    return u, _adjoint_stats("anderson" if memory else "fixed_point", its, torch.zeros_like(its), res, code, 1, evals)
+
+
+def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0)
+
+
+def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
+    u = block_tridiagonal_solve_transposed(lin.blocks, g)
+    scale = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
+    res = batch_norm(u - lin.vjp(u) - g) / scale
+    code = torch.where(res <= tol, int(ResultCode.CONVERGED), int(ResultCode.MAX_ITERATIONS))
+    zeros = torch.zeros(g.shape[0], dtype=torch.int64, device=g.device)
+    return u, _adjoint_stats("direct", zeros + 1, zeros, res, code, 1, 1)
+
+
+#: name -> adjoint solver for the implicit backward pass
+ADJOINT_SOLVERS = {
+    "bicgstab": _adjoint_bicgstab,
+    "anderson": _adjoint_anderson,
+    "fixed_point": _adjoint_fixed_point,
+    "direct": _adjoint_direct,
+}

@@ -1,0 +1,166 @@
+"""The implicit GRU's equations, linearisation, padding behaviour and failure reporting."""
+
+import warnings
+
+import pytest
+import torch
+
+from conftest import make_batch, make_layer
+from inn.errors import InnError
+from inn.nn import ImplicitGRU
+from inn.solvers import ConvergenceWarning, ResultCode
+
+
+def _paper_F(layer, xi, H, mask):
+    """F by a plain loop over positions and sequences, written straight from the paper."""
+    k = layer.hidden_size
+    Wx, bias = layer.weight_x, layer.bias
+    Wp, Wn, bp, bn = Wx[:k], Wx[k : 2 * k], bias[:k], bias[k : 2 * k]
+    Wz, Wr, W = Wx[2 * k : 3 * k], Wx[3 * k : 4 * k], Wx[4 * k :]
+    bz, br, b = bias[2 * k : 3 * k], bias[3 * k : 4 * k], bias[4 * k :]
+    Up, Un = layer.weight_pn[:k], layer.weight_pn[k:]
+    Uz, Ur, U = layer.weight_zr[:k], layer.weight_zr[k:], layer.weight_c
+    out = torch.zeros_like(H)
+    for i in range(H.shape[0]):
+        n = int(mask[i].sum())
+        for t in range(n):
+            x = xi[i, t]
+            h_prev = layer.h_start if t == 0 else H[i, t - 1]
+            h_next = layer.h_end if t == n - 1 else H[i, t + 1]
+            sp = torch.sigmoid(Wp @ x + Up @ h_prev + bp)
+            sn = torch.sigmoid(Wn @ x + Un @ h_next + bn)
+            s = sp / (sp + sn)
+            hhat = s * h_prev + (1 - s) * h_next
+            z = torch.sigmoid(Wz @ x + Uz @ hhat + bz)
+            r = torch.sigmoid(Wr @ x + Ur @ hhat + br)
+            htilde = torch.tanh(W @ x + U @ (r * hhat) + b)
+            out[i, t] = (1 - z) * hhat + z * htilde
+    return out
+
+
+def test_transition_equals_per_position_loop():
+    layer = make_layer(trainable_boundary=True)
+    with torch.no_grad():
+        layer.h_start.normal_()
+        layer.h_end.normal_()
+    xi, mask = make_batch(lengths=[6, 4, 1])
+    H = torch.randn(3, 6, 6, dtype=torch.float64) * mask.unsqueeze(-1)
+    expected = _paper_F(layer, xi, H, mask)
+    assert torch.allclose(layer.transition(xi, H, mask), expected, atol=1e-12)
+    assert torch.allclose(layer.system(xi, mask).F(H), expected, atol=1e-12)
+
+
+def test_analytic_jvp_vjp_and_blocks_match_autograd():
+    layer = make_layer(scale=2.0)
+    xi, mask = make_batch(lengths=[6, 3, 5])
+    system = layer.system(xi, mask)
+    H = torch.randn(3, 6, 6, dtype=torch.float64) * mask.unsqueeze(-1)
+    V = torch.randn_like(H)
+    lin = system.linearize(H)
+    assert torch.allclose(lin.jvp(V), torch.func.jvp(system.F, (H,), (V,))[1], atol=1e-12)
+    # the double-backward trick gives the same J V
+    Hg = H.clone().requires_grad_(True)
+    FH = system.F(Hg)
+    W = torch.zeros_like(FH, requires_grad=True)
+    (g,) = torch.autograd.grad(FH, Hg, W, create_graph=True)
+    (jv,) = torch.autograd.grad(g, W, V)
+    assert torch.allclose(lin.jvp(V), jv, atol=1e-12)
+    _, vjp_fn = torch.func.vjp(system.F, H)
+    assert torch.allclose(lin.vjp(V), vjp_fn(V)[0], atol=1e-12)
+    J = torch.autograd.functional.jacobian(system.F, H)  # (B, n, k, B, n, k)
+    for t in range(6):
+        L, R = lin.blocks(t)
+        for b in range(3):
+            ref_L = J[b, t, :, b, t - 1] if t > 0 else torch.zeros_like(L[b])
+            ref_R = J[b, t, :, b, t + 1] if t < 5 else torch.zeros_like(R[b])
+            assert torch.allclose(L[b], ref_L, atol=1e-12)
+            assert torch.allclose(R[b], ref_R, atol=1e-12)
+
+
+def test_stable_switch_never_forms_nan():
+    layer = make_layer(dtype=torch.float32)
+    with torch.no_grad():
+        layer.bias[:12] = -200.0  # both s_p and s_n underflow to 0 in float32: 0/0 naively
+    xi, mask = make_batch(dtype=torch.float32)
+    H = torch.randn(3, 6, 6)
+    assert torch.isfinite(layer.transition(xi, H, mask)).all()
+
+
+@pytest.mark.parametrize("solver", ["newton_krylov", "anderson"])
+def test_padding_invariance(solver):
+    layer = make_layer(solver=solver, tol=1e-11)
+    xi, mask = make_batch(B=3, n=7, lengths=[7, 4, 2])
+    xi_garbage = xi.clone()
+    xi_garbage[~mask] = 1e3  # padded inputs must not matter
+    H = layer(xi_garbage, mask)
+    assert (H[~mask] == 0).all()
+    for b, length in enumerate([7, 4, 2]):
+        alone = layer(xi[b : b + 1, :length], mask[b : b + 1, :length])
+        assert torch.allclose(H[b, :length], alone[0], atol=1e-9)
+
+
+def test_padding_invariance_of_gradients():
+    layer = make_layer(tol=1e-11, backward_tol=1e-11)
+    xi, mask = make_batch(B=2, n=5, lengths=[5, 3])
+    xi.requires_grad_(True)
+    layer(xi, mask).pow(2).sum().backward()
+    g_batch = xi.grad[1, :3].clone()
+    assert (xi.grad[1, 3:] == 0).all()
+    x1 = xi[1:, :3].detach().clone().requires_grad_(True)
+    layer(x1, mask[1:, :3]).pow(2).sum().backward()
+    assert torch.allclose(g_batch, x1.grad[0], atol=1e-8)
+
+
+def test_float32_no_grad_and_stats():
+    layer = make_layer(input_size=4, hidden=16, dtype=torch.float32)
+    xi, mask = make_batch(B=4, n=9, input_size=4, lengths=[9, 5, 1, 7], dtype=torch.float32)
+    with torch.no_grad():
+        H = layer(xi, mask)
+    assert H.shape == (4, 9, 16) and H.dtype == torch.float32 and not H.requires_grad
+    st = layer.last_stats
+    assert st.converged.all() and (st.residual <= 1e-4).all()
+    assert st.newton_iterations.shape == (4,) and st.krylov_iterations.shape == (4,)
+    assert st.candidate.shape == (4,)
+    G = H - layer.system(xi, mask).F(H)
+    assert (torch.linalg.vector_norm(G.flatten(1), dim=1) <= 1e-4 * torch.linalg.vector_norm(H.flatten(1), dim=1)).all()
+
+
+def test_forced_nonconvergence_is_visible():
+    layer = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",))
+    xi, mask = make_batch()
+    with pytest.warns(ConvergenceWarning):
+        layer(xi, mask)
+    st = layer.last_stats
+    assert st.num_failed == 3 and not st.converged.any()
+    assert (st.code == ResultCode.MAX_ITERATIONS).all()
+    strict = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",), strict=True)
+    with pytest.raises(InnError, match="did not reach tol"):
+        strict(xi, mask)
+
+
+def test_nan_input_is_reported_not_silent():
+    layer = make_layer(solver="newton_krylov")
+    xi, mask = make_batch()
+    xi[1, 2, 0] = float("nan")
+    with pytest.warns(ConvergenceWarning):
+        layer(xi, mask)
+    st = layer.last_stats
+    assert not st.converged[1] and st.code[1] == ResultCode.NONFINITE
+    assert st.converged[0] and st.converged[2]
+
+
+def test_unknown_option_and_solver_raise_innerror():
+    with pytest.raises(InnError, match="no option"):
+        ImplicitGRU(3, 4, solver="anderson", krylov_max_iter=3)
+    with pytest.raises(InnError, match="unknown solver"):
+        ImplicitGRU(3, 4, solver="magic")
+
+
+def test_empty_sequences_and_default_mask():
+    layer = make_layer()
+    xi, mask = make_batch(lengths=[6, 0, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        H = layer(xi, mask)
+    assert (H[1] == 0).all()
+    assert layer(xi).shape == (3, 6, 6)

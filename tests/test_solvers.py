@@ -1,0 +1,130 @@
+"""The solvers against independent references: dense Newton, SciPy, each other, dense solves."""
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+
+from conftest import make_batch, make_layer
+from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
+from inn.solvers.block_tridiagonal import (
+    batched_solve,
+    block_tridiagonal_solve,
+    block_tridiagonal_solve_transposed,
+)
+
+
+def _single_F(layer, xi, length):
+    """F for one unpadded sequence as a function of its flat state vector (float64)."""
+    system = layer.system(xi[None, :length], torch.ones(1, length, dtype=torch.bool))
+    k = layer.hidden_size
+    return lambda h: system.F(h.reshape(1, length, k)).reshape(-1)
+
+
+def _dense_newton(F, x, iters=30):
+    for _ in range(iters):
+        J = torch.autograd.functional.jacobian(F, x)
+        x = x - torch.linalg.solve(torch.eye(x.numel(), dtype=x.dtype) - J, x - F(x))
+    return x
+
+
+@pytest.fixture
+def problem():
+    layer = make_layer(scale=1.5)
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 4, 5])
+    return layer, xi, mask
+
+
+def test_newton_krylov_matches_dense_newton_and_scipy(problem):
+    layer, xi, mask = problem
+    H, stats = solve(layer.system(xi, mask), "newton_krylov", tol=1e-12)
+    assert stats.converged.all()
+    assert (stats.krylov_iterations > 0).all() and (stats.newton_iterations > 0).all()
+    k = layer.hidden_size
+    for b, length in enumerate([6, 4, 5]):
+        F = _single_F(layer, xi[b], length)
+        dense = _dense_newton(F, torch.zeros(length * k, dtype=torch.float64))
+        assert torch.allclose(H[b, :length].reshape(-1), dense, atol=1e-10)
+        Fnp = lambda h: (lambda t: (t - F(t)).numpy())(torch.from_numpy(h))  # noqa: E731
+        ref = scipy.optimize.newton_krylov(Fnp, np.zeros(length * k), f_tol=1e-12, method="bicgstab")
+        assert np.allclose(H[b, :length].reshape(-1).numpy(), ref, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", sorted(SOLVERS))
+def test_all_solvers_agree(problem, method):
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    ref, _ = solve(system, "newton_direct", tol=1e-12)
+    H, stats = solve(system, method, tol=1e-11, max_iter=2000 if method == "fixed_point" else None)
+    assert stats.converged.all(), stats.summary()
+    assert (stats.residual <= 1e-11).all()
+    assert torch.allclose(H, ref, atol=1e-9)
+    assert (H[~mask] == 0).all()
+
+
+def test_paper_mode_two_candidates_in_parallel(problem):
+    layer, xi, mask = problem
+    H, stats = solve(layer.system(xi, mask), "newton_krylov", **{**PAPER_OPTIONS, "forcing": 1e-8}, tol=1e-10)
+    assert stats.converged.all()
+    assert set(stats.candidate.tolist()) <= {0, 1}
+    ref, _ = solve(layer.system(xi, mask), "newton_direct", tol=1e-12)
+    assert torch.allclose(H, ref, atol=1e-8)
+
+
+def test_fallback_candidate_runs_only_for_failed_sequences(problem):
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    with pytest.warns(ConvergenceWarning):
+        H, stats = solve(system, "newton_krylov", tol=1e-13, max_iter=2, candidates=("zeros", "one_step"))
+    assert (stats.newton_iterations == 4).all()  # two Newton steps from each candidate
+    _, easy = solve(system, "newton_krylov", tol=1e-6, candidates=("one_step", "zeros"))
+    assert easy.converged.all() and (easy.candidate == 0).all()  # fallback never needed
+
+
+def test_per_sequence_step_lengths_handle_hard_systems():
+    # trained-like: recurrent weights scaled up; undamped Newton from zero is fragile here
+    layer = make_layer(hidden=8, scale=4.0)
+    xi, mask = make_batch(B=4, n=8, lengths=[8, 8, 5, 3])
+    xi = 3 * xi
+    H, stats = solve(layer.system(xi, mask), "newton_krylov", tol=1e-10, candidates=("zeros", "one_step", "random"))
+    assert torch.isfinite(H).all()
+    direct, st2 = solve(layer.system(xi, mask), "newton_direct", tol=1e-10, candidates=("one_step", "random"))
+    ok = stats.converged & st2.converged
+    assert ok.any()
+    res = H - layer.system(xi, mask).F(H)
+    for b in range(4):
+        if stats.converged[b]:
+            assert torch.linalg.vector_norm(res[b]) <= 1e-9 * torch.linalg.vector_norm(H[b])
+
+
+def _dense_from_blocks(blocks, B, n, k, transpose=False):
+    M = torch.zeros(B, n * k, n * k, dtype=torch.float64)
+    for t in range(n):
+        L, R = blocks(t)
+        if t > 0:
+            M[:, t * k : (t + 1) * k, (t - 1) * k : t * k] = L
+        if t < n - 1:
+            M[:, t * k : (t + 1) * k, (t + 1) * k : (t + 2) * k] = R
+    A = torch.eye(n * k, dtype=torch.float64) - M
+    return A.mT if transpose else A
+
+
+def test_block_tridiagonal_against_dense_solve():
+    B, n, k = 3, 5, 4
+    Ls = [torch.randn(B, k, k, dtype=torch.float64) * 0.3 for _ in range(n)]
+    Rs = [torch.randn(B, k, k, dtype=torch.float64) * 0.3 for _ in range(n)]
+    blocks = lambda t: (Ls[t], Rs[t])  # noqa: E731
+    b = torch.randn(B, n, k, dtype=torch.float64)
+    for transpose, fn in ((False, block_tridiagonal_solve), (True, block_tridiagonal_solve_transposed)):
+        A = _dense_from_blocks(blocks, B, n, k, transpose)
+        ref = torch.stack([torch.linalg.solve(A[i], b[i].reshape(-1)) for i in range(B)]).reshape(B, n, k)
+        assert torch.allclose(fn(blocks, b), ref, atol=1e-10)
+
+
+def test_guarded_batched_solve_matches_unbatched_at_bug_size():
+    # the CPU build's batched LU misbehaved at >= 200 x 200 with batch >= 2 on 2 threads
+    A = torch.eye(200, dtype=torch.float32) + 0.05 * torch.randn(3, 200, 200)
+    rhs = torch.randn(3, 200, 2)
+    x = batched_solve(A, rhs)
+    ref = torch.stack([torch.linalg.solve(A[i], rhs[i]) for i in range(3)])
+    assert torch.allclose(x, ref, atol=1e-4)
