@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import torch
 from inn import batches as B
 from inn.errors import InnError
 from inn.io import write_json
+from inn.solvers import ConvergenceWarning
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
@@ -94,13 +96,19 @@ def score_walks(gold: Sequence[torch.Tensor], predicted: Sequence[torch.Tensor],
 
 @torch.no_grad()
 def predict(model, examples: list[B.Example], batch_size: int = 20, device: str | torch.device = "cpu"):
-    """Per example: predicted labels (and for walks the probability of label 1), in input order."""
+    """Per example, in input order: predicted labels, for walks the probability of label 1; and
+    the number of sequences whose implicit solve missed its tolerance."""
     model.eval()
     labels: list[torch.Tensor | None] = [None] * len(examples)
     probs: list[torch.Tensor | None] = [None] * len(examples)
+    failed = 0
     for index in B.make_batches([B.length(e) for e in examples], batch_size):
         batch = B.to_device(B.collate([examples[i] for i in index]), torch.device(device))
-        logits = model(batch).cpu()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # counted, and reported in the metrics
+            logits = model(batch).cpu()
+        stats = getattr(model.rnn, "last_stats", None)
+        failed += stats.num_failed if stats is not None else 0
         for row, i in enumerate(index):
             n = B.length(examples[i])
             if model.config.task == "pos":
@@ -108,7 +116,9 @@ def predict(model, examples: list[B.Example], batch_size: int = 20, device: str 
             else:
                 probs[i] = torch.sigmoid(logits[row, :n])
                 labels[i] = (logits[row, :n] > 0).long()
-    return labels, probs
+    if failed:
+        log.warning("%d sequence solve(s) did not converge during evaluation", failed)
+    return labels, probs, failed
 
 
 def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) -> None:
@@ -131,6 +141,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     model, meta = load_checkpoint(checkpoint, device=dev)
     task = meta.get("task", getattr(getattr(model, "config", None), "task", None))
     start = time.perf_counter()
+    failed = 0
     if task == "pos":
         features = B.load_features(data_dir)
         sentences = B.read_split(data_dir, split)[:max_sequences]
@@ -138,7 +149,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
             predicted = model.tag_sentences([[w for w, _ in s] for s in sentences])
         else:
             _check_features(model, meta, features, checkpoint)
-            labels, _ = predict(model, B.encode_pos(sentences, features), device=dev)
+            labels, _, failed = predict(model, B.encode_pos(sentences, features), device=dev)
             predicted = [[features.tags.items[i] for i in row.tolist()] for row in labels]
         metrics, table = score_pos(sentences, predicted, features.is_known)
     elif task == "walks":
@@ -146,7 +157,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         if model.config.input_dim != examples[0]["x"].shape[-1]:
             raise InnError(f"{checkpoint} was trained on walks of dimension {model.config.input_dim}, "
                            f"the data has {examples[0]['x'].shape[-1]}")
-        labels, probs = predict(model, examples, device=dev)
+        labels, probs, failed = predict(model, examples, device=dev)
         metrics, table = score_walks([e["y"] for e in examples], labels, probs)
     else:
         raise InnError(f"{checkpoint}: unknown task {task!r} in its metadata")
@@ -170,6 +181,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "device": meta.get("device"),
         "threads": meta.get("threads"),
         "evaluation_seconds": seconds,
+        "nonconverged": failed if getattr(config, "kind", None) == "inn" else None,
         "training": settings.get("training", meta.get("training")),
         "model_config": {k: v for k, v in (settings.get("model") or {}).items()
                          if k not in ("word_vocab", "affix_vocab")} or None,

@@ -151,17 +151,21 @@ def correct_count(model: SequenceLabeler, batch, predicted) -> int:
 @torch.no_grad()
 def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size: int,
                   device: torch.device) -> dict[str, float]:
-    """Mean per-token loss, perplexity, and accuracy/error on ``examples`` (eval mode)."""
+    """Mean per-token loss, perplexity, accuracy/error (and the INN's failed solves) on ``examples``."""
     was_training = model.training
     model.eval()
-    total, count, correct, tokens = 0.0, 0, 0, 0
-    for index in B.make_batches([B.length(e) for e in examples], batch_size):
-        batch = B.to_device(B.collate([examples[i] for i in index]), device)
-        loss, n, predicted = token_losses(model, batch)
-        total += float(loss)
-        count += int(n)
-        correct += correct_count(model, batch, predicted)
-        tokens += int(batch["mask"].sum())
+    total, count, correct, tokens, failed = 0.0, 0, 0, 0, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # counted below
+        for index in B.make_batches([B.length(e) for e in examples], batch_size):
+            batch = B.to_device(B.collate([examples[i] for i in index]), device)
+            loss, n, predicted = token_losses(model, batch)
+            total += float(loss)
+            count += int(n)
+            correct += correct_count(model, batch, predicted)
+            tokens += int(batch["mask"].sum())
+            stats = getattr(model.rnn, "last_stats", None)
+            failed += stats.num_failed if stats is not None else 0
     model.train(was_training)
     mean = total / max(count, 1)
     accuracy = correct / max(tokens, 1)
@@ -170,6 +174,8 @@ def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size:
         out["accuracy"] = 100.0 * accuracy
     else:
         out["error"] = 1.0 - accuracy
+    if model.config.kind == "inn":
+        out["nonconverged"] = failed
     return out
 
 
@@ -349,8 +355,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                         seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
                         parameters=model.num_parameters(), threads=torch.get_num_threads())
     torch_save(best, out_dir / "checkpoint.pt")
+    last_path.unlink()  # first: a crash between the two restarts training rather than failing
     best_path.unlink()
-    last_path.unlink()
     log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
              "accuracy" if task == "pos" else "error", state["best"])
     return history
