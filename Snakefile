@@ -10,9 +10,11 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:
     input:
         rules.summarize_data.output,
+        all_metrics(),
     default_target: True

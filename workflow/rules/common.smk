@@ -2,6 +2,8 @@
 import sys
 from pathlib import Path
 
+import json
+
 from snakemake.exceptions import WorkflowError
 
 # Jobs and this file run this checkout's library, also inside `--sdm conda` environments
@@ -58,3 +60,70 @@ def corpus_args(wildcards):
     if wildcards.corpus == "ptb_sample":
         return f"--nltk-data {corpus['nltk_data']}" if corpus["nltk_data"] else ""
     return f"--path {corpus['path']}"
+
+
+# --------------------------------------------------------------------------- training runs
+RUN = "{task}/{dataset}/{model}/seed{seed}"
+
+
+wildcard_constraints:
+    task="pos|walks",
+    seed=r"\d+",
+
+
+def training_runs():
+    """(task, dataset, model, seed) of every configured run."""
+    runs = []
+    pos, walks = config["models"]["pos"], config["models"]["walks"]
+    for dataset in pos_corpora():
+        runs += [("pos", dataset, model) for model in pos["run"]]
+    biases = walk_biases() if walks["b"] is None else [f"{b:g}" for b in walks["b"]]
+    for b in biases:
+        if "inn" in walks["run"]:
+            runs.append(("walks", f"b{b}", "inn"))
+        if "bilstm" in walks["run"]:
+            runs += [("walks", f"b{b}", f"bilstm-h{size}") for size in walks["bilstm_hidden_sizes"]]
+    return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
+
+
+def all_metrics():
+    """The metrics.json of every configured run (what `rule all` asks for)."""
+    return [f"results/eval/{t}/{d}/{m}/seed{s}/metrics.json" for t, d, m, s in training_runs()]
+
+
+def data_dir(wildcards):
+    return f"results/data/{wildcards.task}/{wildcards.dataset}"
+
+
+def data_files(splits):
+    """Input function: the prepared files of a run's task and dataset for ``splits``."""
+
+    def files(wildcards):
+        folder = data_dir(wildcards)
+        if wildcards.task == "pos":
+            return [f"{folder}/{split}.tsv" for split in splits] + [f"{folder}/features.json"]
+        return [f"{folder}/{split}.pt" for split in splits]
+
+    return files
+
+
+def model_settings(wildcards):
+    """The run's settings as the JSON that `inn train --settings` reads."""
+    task, model = wildcards.task, wildcards.model
+    sizes, solver = config["models"][task], config["solver"]
+    options = {}
+    if model == "inn":
+        options["hidden_size"] = sizes["inn_hidden_size"]
+        solver_options = {"tol": solver["tol"], "max_iter": solver["max_iter"], "strict": solver["strict"]}
+        if solver["name"] == "newton_krylov":
+            solver_options["krylov_max_iter"] = solver["krylov_max_iter"]
+        options.update(solver=solver["name"], trainable_boundary=solver["trainable_boundary"],
+                       solver_options={**solver_options, **solver["options"]})
+    elif task == "pos":
+        options["hidden_size"] = sizes["baseline_hidden_size"]
+    meta = {"scale": config["scale"], "dataset": wildcards.dataset, "seed": int(wildcards.seed)}
+    return json.dumps({"training": config["training"][task], "model": options, "meta": meta})
+
+
+def gpus(wildcards):
+    return 0 if config["device"] == "cpu" else 1

@@ -1,0 +1,219 @@
+"""Evaluation: score a trained model on a test split the same way for every model.
+
+POS (paper 3.2): token accuracy over all tokens, punctuation included, in percent; also the
+accuracy on tokens whose word never occurred in training ("unseen") and per gold tag.
+Random walks (paper 3.1): per-step classification error, as a fraction.
+
+:func:`score_pos` and :func:`score_walks` work on plain gold/predicted sequences, so the
+neural taggers and the classical peer (:mod:`inn.perceptron`) are scored by the same code.
+Outputs: ``metrics.json`` and ``predictions.tsv`` (one row per token or step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from inn import batches as B
+from inn.errors import InnError
+from inn.io import write_json
+from inn.solvers import ConvergenceWarning
+from inn.tables import read_tsv, write_tsv
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def score_pos(sentences: Sequence[Sequence[tuple[str, str]]], predicted: Sequence[Sequence[str]],
+              is_known: Callable[[str], bool]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Accuracy (%) over all tokens, on unseen words, and per gold tag; and the predictions table.
+
+    Args:
+        sentences: gold ``[(word, tag), ...]`` per sentence.
+        predicted: one predicted tag per token of each sentence.
+        is_known: whether a word occurred in the training split (unseen tokens are the rest).
+    """
+    if len(predicted) != len(sentences):
+        raise InnError(f"{len(predicted)} predicted sentences for {len(sentences)} gold sentences")
+    rows = []
+    for s, (gold, guess) in enumerate(zip(sentences, predicted)):
+        if len(guess) != len(gold):
+            raise InnError(f"sentence {s + 1}: {len(guess)} predicted tags for {len(gold)} tokens")
+        for t, ((word, tag), pred) in enumerate(zip(gold, guess)):
+            rows.append((s, t, word, tag, pred, not is_known(word)))
+    table = pd.DataFrame(rows, columns=["sentence", "position", "word", "gold", "predicted", "unseen"])
+    if table.empty:
+        raise InnError("nothing to score: no tokens")
+    correct = table.gold == table.predicted
+    unseen = table.unseen
+    per_tag = {}
+    for tag, group in correct.groupby(table.gold):
+        per_tag[str(tag)] = {"tokens": int(group.size), "accuracy": 100.0 * float(group.mean())}
+    metrics = {
+        "metric": "accuracy",
+        "accuracy": 100.0 * float(correct.mean()),
+        "unseen_accuracy": 100.0 * float(correct[unseen].mean()) if unseen.any() else None,
+        "tokens": int(table.shape[0]),
+        "unseen_tokens": int(unseen.sum()),
+        "sentences": len(sentences),
+        "per_tag": dict(sorted(per_tag.items())),
+    }
+    return metrics, table
+
+
+def score_walks(gold: Sequence[torch.Tensor], predicted: Sequence[torch.Tensor],
+                probability: Sequence[torch.Tensor] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Per-step error (a fraction) over all steps of all walks; and the predictions table."""
+    if len(predicted) != len(gold):
+        raise InnError(f"{len(predicted)} predicted walks for {len(gold)} gold walks")
+    frames = []
+    for s, (y, p) in enumerate(zip(gold, predicted)):
+        if len(y) != len(p):
+            raise InnError(f"walk {s + 1}: {len(p)} predictions for {len(y)} steps")
+        frame = {"sequence": s, "step": range(1, len(y) + 1), "gold": y.tolist(), "predicted": p.tolist()}
+        if probability is not None:
+            frame["probability"] = [round(v, 6) for v in probability[s].tolist()]
+        frames.append(pd.DataFrame(frame))
+    table = pd.concat(frames, ignore_index=True)
+    errors = table.gold != table.predicted
+    return {"metric": "error", "error": float(errors.mean()), "steps": int(table.shape[0]),
+            "sequences": len(gold)}, table
+
+
+# --------------------------------------------------------------------------- neural models
+
+
+@torch.no_grad()
+def predict(model, examples: list[B.Example], batch_size: int = 20, device: str | torch.device = "cpu"):
+    """Per example, in input order: predicted labels, for walks the probability of label 1; and
+    the number of sequences whose implicit solve missed its tolerance."""
+    model.eval()
+    labels: list[torch.Tensor | None] = [None] * len(examples)
+    probs: list[torch.Tensor | None] = [None] * len(examples)
+    failed = 0
+    for index in B.make_batches([B.length(e) for e in examples], batch_size):
+        batch = B.to_device(B.collate([examples[i] for i in index]), torch.device(device))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # counted, and reported in the metrics
+            logits = model(batch).cpu()
+        stats = getattr(model.rnn, "last_stats", None)
+        failed += stats.num_failed if stats is not None else 0
+        for row, i in enumerate(index):
+            n = B.length(examples[i])
+            if model.config.task == "pos":
+                labels[i] = logits[row, :n].argmax(-1)
+            else:
+                probs[i] = torch.sigmoid(logits[row, :n])
+                labels[i] = (logits[row, :n] > 0).long()
+    if failed:
+        log.warning("%d sequence solve(s) did not converge during evaluation", failed)
+    return labels, probs, failed
+
+
+def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) -> None:
+    cfg = model.config
+    vocab = (len(features.words), tuple(len(v) for v in features.affixes.values()), len(features.tags))
+    if (cfg.word_vocab, tuple(cfg.affix_vocab), cfg.num_classes) != vocab or \
+            meta.get("tags", list(features.tags.items)) != list(features.tags.items):
+        raise InnError(f"{checkpoint} was trained with other feature vocabularies than the prepared data "
+                       f"(words/affixes/tags {cfg.word_vocab}/{list(cfg.affix_vocab)}/{cfg.num_classes}, data "
+                       f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
+
+
+def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
+                        device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
+    """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder."""
+    from inn.models import load_checkpoint
+    from inn.train import resolve_device
+
+    dev = resolve_device(device)
+    model, meta = load_checkpoint(checkpoint, device=dev)
+    task = meta.get("task", getattr(getattr(model, "config", None), "task", None))
+    start = time.perf_counter()
+    failed = 0
+    if task == "pos":
+        features = B.load_features(data_dir)
+        sentences = B.read_split(data_dir, split)[:max_sequences]
+        if getattr(model, "is_perceptron", False):
+            predicted = model.tag_sentences([[w for w, _ in s] for s in sentences])
+        else:
+            _check_features(model, meta, features, checkpoint)
+            labels, _, failed = predict(model, B.encode_pos(sentences, features), device=dev)
+            predicted = [[features.tags.items[i] for i in row.tolist()] for row in labels]
+        metrics, table = score_pos(sentences, predicted, features.is_known)
+    elif task == "walks":
+        examples = B.load_walk_examples(Path(data_dir) / f"{split}.pt", max_sequences)
+        if model.config.input_dim != examples[0]["x"].shape[-1]:
+            raise InnError(f"{checkpoint} was trained on walks of dimension {model.config.input_dim}, "
+                           f"the data has {examples[0]['x'].shape[-1]}")
+        labels, probs, failed = predict(model, examples, device=dev)
+        metrics, table = score_walks([e["y"] for e in examples], labels, probs)
+    else:
+        raise InnError(f"{checkpoint}: unknown task {task!r} in its metadata")
+    seconds = time.perf_counter() - start
+    settings = meta.get("settings", {})
+    config = getattr(model, "config", None)
+    out = {
+        "task": task,
+        "dataset": meta.get("dataset"),
+        "model": meta.get("model"),
+        "seed": meta.get("seed"),
+        "scale": meta.get("scale"),
+        "split": split,
+        **metrics,
+        "parameters": meta.get("parameters", model.num_parameters() if hasattr(model, "num_parameters") else None),
+        "hidden_size": config.hidden_size if config is not None else None,
+        "epochs": meta.get("epochs"),
+        "best_epoch": meta.get("best_epoch", meta.get("epoch")),
+        "seconds_per_epoch": meta.get("seconds_per_epoch"),
+        "dev": meta.get("dev"),
+        "device": meta.get("device"),
+        "threads": meta.get("threads"),
+        "evaluation_seconds": seconds,
+        "nonconverged": failed if getattr(config, "kind", None) == "inn" else None,
+        "training": settings.get("training", meta.get("training")),
+        "model_config": {k: v for k, v in (settings.get("model") or {}).items()
+                         if k not in ("word_vocab", "affix_vocab")} or None,
+    }
+    return out, table
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str]) -> None:
+    """``inn evaluate``: score a trained model; write metrics.json and predictions.tsv."""
+    parser = argparse.ArgumentParser(prog="inn evaluate", description=evaluate_checkpoint.__doc__)
+    parser.add_argument("--checkpoint", required=True, help="results/train/.../checkpoint.pt")
+    parser.add_argument("--data", required=True, help="the prepared data folder the model was trained on")
+    parser.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    parser.add_argument("--history", help="history.tsv of the run (adds its epoch count and times)")
+    parser.add_argument("--out", required=True, help="output folder (metrics.json, predictions.tsv)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--max-sequences", type=int, help="score only the first N sequences")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
+    if args.history:
+        history = read_tsv(args.history)
+        metrics["epochs"] = int(history["epoch"].max())
+        metrics["seconds_per_epoch"] = float(history["seconds"].mean())
+    out = Path(args.out)
+    write_tsv(out / "predictions.tsv", table)
+    write_json(out / "metrics.json", metrics)
+    name = metrics["metric"]
+    log.info("%s %s on %s/%s: %s %.4f", metrics["model"], metrics["task"], metrics["dataset"], args.split,
+             name, metrics[name])

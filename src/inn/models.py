@@ -1,0 +1,256 @@
+"""The sequence labellers of the paper's experiments, in one file (nanoGPT style).
+
+Every model is ``encoder -> recurrent layer -> per-position output``:
+
+- the encoder turns a batch into the input vectors xi (B, n, rnn_input_size): for POS the
+  feature embeddings of paper 3.2 (word, six affixes, eight shape bits; :class:`FeatureEncoder`),
+  for random walks the raw steps (:class:`WalkEncoder`);
+- the recurrent layer is the implicit GRU (:class:`inn.nn.ImplicitGRU`) or one of the explicit
+  baselines GRU, LSTM, BiGRU, BiLSTM (:class:`ExplicitRNN`); ``hidden_states(xi, mask)`` runs it
+  alone, which is what the paper times;
+- the output is a softmax over tags (POS) or a logistic unit per step (walks).
+
+Model names as the workflow spells them: ``inn``, ``gru``, ``lstm``, ``bigru``, ``bilstm``,
+optionally with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from inn.errors import InnError
+
+#: recurrent layer kinds: name -> (cell, bidirectional); "inn" is the implicit GRU
+KINDS: dict[str, tuple[str, bool]] = {
+    "inn": ("implicit_gru", True),
+    "gru": ("gru", False),
+    "lstm": ("lstm", False),
+    "bigru": ("gru", True),
+    "bilstm": ("lstm", True),
+}
+TASKS = ("pos", "walks")
+_NAME = re.compile(r"^(?P<kind>[a-z]+)(?:-h(?P<hidden>\d+))?$")
+
+
+def parse_model_name(name: str) -> tuple[str, int | None]:
+    """``"bilstm-h300"`` -> ``("bilstm", 300)``; ``"inn"`` -> ``("inn", None)``."""
+    match = _NAME.match(name)
+    if not match or match["kind"] not in KINDS:
+        raise InnError(f"unknown model {name!r}: use one of {', '.join(KINDS)}, optionally with a size (bilstm-h300)")
+    hidden = match["hidden"]
+    return match["kind"], (int(hidden) if hidden else None)
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to rebuild a model (stored in its checkpoint)."""
+
+    task: str  # "pos" (softmax over tags) or "walks" (logistic unit per step)
+    kind: str  # a key of KINDS
+    hidden_size: int  # per direction for the explicit baselines; k for the INN
+    num_classes: int  # tags (pos) or 2 (walks: one logistic unit)
+    # POS encoder: vocabulary sizes and embedding widths (paper: 39,002 / 2,002 / 320 / 20)
+    word_vocab: int = 0
+    affix_vocab: tuple[int, ...] = ()  # six vocabularies: prefix2..4, suffix2..4
+    word_dim: int = 320
+    affix_dim: int = 20
+    num_shapes: int = 8
+    # walks encoder: the walk dimension d
+    input_dim: int = 0
+    dropout: float = 0.0  # on xi and on H during training (0: none, as in the paper)
+    # the implicit layer: solver name and options (inn.solvers.solve, backward_* options)
+    solver: str = "newton_krylov"
+    solver_options: dict[str, Any] = field(default_factory=dict)
+    trainable_boundary: bool = False
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise InnError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
+        if self.kind not in KINDS:
+            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(KINDS)}")
+        if self.hidden_size < 1:
+            raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
+        self.affix_vocab = tuple(self.affix_vocab)
+
+    @property
+    def bidirectional(self) -> bool:
+        return KINDS[self.kind][1]
+
+
+# --------------------------------------------------------------------------- encoders
+
+
+class FeatureEncoder(nn.Module):
+    """Paper 3.2: xi_t = [word emb (320); 6 affix embs (6 x 20); 8 binary shape features]."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.word_vocab < 2 or len(cfg.affix_vocab) != 6:
+            raise InnError("a POS model needs the word vocabulary size and six affix vocabulary sizes")
+        self.words = nn.Embedding(cfg.word_vocab, cfg.word_dim, padding_idx=0)
+        self.affixes = nn.ModuleList(nn.Embedding(v, cfg.affix_dim, padding_idx=0) for v in cfg.affix_vocab)
+        self.output_size = cfg.word_dim + 6 * cfg.affix_dim + cfg.num_shapes
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        parts = [self.words(batch["words"])]  # (B, n, word_dim)
+        parts += [emb(batch["affixes"][..., i]) for i, emb in enumerate(self.affixes)]  # 6 x (B, n, affix_dim)
+        parts.append(batch["shapes"])  # (B, n, 8)
+        return torch.cat(parts, dim=-1)  # (B, n, 448)
+
+
+class WalkEncoder(nn.Module):
+    """Paper 3.1: xi_t is the walk's position x_t itself (d numbers)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.input_dim < 1:
+            raise InnError("a walks model needs input_dim, the walk dimension d")
+        self.output_size = cfg.input_dim
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        return batch["x"]  # (B, n, d)
+
+
+# --------------------------------------------------------------------------- recurrent layers
+
+
+class ExplicitRNN(nn.Module):
+    """torch's GRU/LSTM, one layer, uni- or bidirectional, on left-aligned padded batches.
+
+    Padding sits after each sequence's last token, so the forward direction is unaffected by
+    it; the backward direction runs the same way on every sequence reversed within its own
+    length (cheaper on CPU than packed sequences, and exact). Padded outputs are zero, as the
+    implicit layer's are.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, cell: str, bidirectional: bool) -> None:
+        super().__init__()
+        rnn = nn.GRU if cell == "gru" else nn.LSTM
+        self.forward_rnn = rnn(input_size, hidden_size, batch_first=True)
+        self.backward_rnn = rnn(input_size, hidden_size, batch_first=True) if bidirectional else None
+        self.output_size = hidden_size * (2 if bidirectional else 1)
+
+    def forward(self, xi: Tensor, mask: Tensor) -> Tensor:
+        H, _ = self.forward_rnn(xi)  # (B, n, hidden)
+        if self.backward_rnn is not None:
+            flip = reverse_index(mask)  # (B, n)
+            gather = flip.unsqueeze(-1)
+            Hb, _ = self.backward_rnn(xi.gather(1, gather.expand_as(xi)))
+            H = torch.cat([H, Hb.gather(1, gather.expand_as(Hb))], dim=-1)  # (B, n, 2 x hidden)
+        return H * mask.unsqueeze(-1).to(H.dtype)
+
+
+def reverse_index(mask: Tensor) -> Tensor:
+    """(B, n) positions that reverse each sequence within its length (padding stays put)."""
+    n = mask.shape[1]
+    t = torch.arange(n, device=mask.device).expand_as(mask)
+    lengths = mask.sum(1, keepdim=True)
+    return torch.where(t < lengths, lengths - 1 - t, t)
+
+
+def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
+    """The model's hidden layer: the implicit GRU or an explicit baseline."""
+    cell, bidirectional = KINDS[cfg.kind]
+    if cell == "implicit_gru":
+        from inn.nn import ImplicitGRU
+
+        layer = ImplicitGRU(input_size, cfg.hidden_size, solver=cfg.solver,
+                            trainable_boundary=cfg.trainable_boundary, **cfg.solver_options)
+        layer.output_size = cfg.hidden_size
+        return layer
+    return ExplicitRNN(input_size, cfg.hidden_size, cell, bidirectional)
+
+
+# --------------------------------------------------------------------------- the labeller
+
+
+class SequenceLabeler(nn.Module):
+    """encoder -> recurrent layer -> linear output, for one task.
+
+    ``forward(batch)`` returns logits: (B, n, num_classes) for POS, (B, n) for walks (the
+    logit of label 1). ``batch`` is a dict of padded tensors with a ``mask`` (B, n), True on
+    real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks).
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.encoder = FeatureEncoder(cfg) if cfg.task == "pos" else WalkEncoder(cfg)
+        self.rnn = recurrent_layer(cfg, self.encoder.output_size)
+        self.dropout = nn.Dropout(cfg.dropout)
+        outputs = cfg.num_classes if cfg.task == "pos" else 1
+        self.output = nn.Linear(self.rnn.output_size, outputs)
+
+    @property
+    def rnn_input_size(self) -> int:
+        """Width of xi, what :meth:`hidden_states` takes."""
+        return self.encoder.output_size
+
+    def hidden_states(self, xi: Tensor, mask: Tensor) -> Tensor:
+        """The recurrent layer alone: xi (B, n, rnn_input_size), mask (B, n) -> H (B, n, out)."""
+        return self.rnn(xi, mask.bool())
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        mask = batch["mask"]
+        xi = self.dropout(self.encoder(batch))  # (B, n, rnn_input_size)
+        H = self.dropout(self.hidden_states(xi, mask))  # (B, n, hidden or 2 x hidden)
+        logits = self.output(H)  # (B, n, classes) or (B, n, 1)
+        return logits if self.config.task == "pos" else logits.squeeze(-1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+def build_model(cfg: ModelConfig) -> SequenceLabeler:
+    return SequenceLabeler(cfg)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_FORMAT = 1
+
+
+def checkpoint_payload(model: SequenceLabeler, meta: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint holds: format, model config, weights and free-form ``meta``."""
+    return {"format": CHECKPOINT_FORMAT, "model_config": asdict(model.config),
+            "state_dict": model.state_dict(), "meta": meta}
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
+    """Load a trained model for evaluation or timing: ``(model in eval mode, meta)``.
+
+    For a perceptron checkpoint (:mod:`inn.perceptron`) the model is a ``PerceptronPeer``.
+
+    ``meta`` holds the task, dataset, model name, seed, training settings and the epoch
+    the weights come from.
+
+    Raises:
+        InnError: the file is missing, not an ``inn`` checkpoint, or its weights do not fit
+            its configuration.
+    """
+    if not os.path.isfile(path):
+        raise InnError(f"checkpoint not found: {path} (train the model first)")
+    try:
+        payload = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # a truncated or foreign file
+        raise InnError(f"cannot read checkpoint {path}: {exc}") from None
+    if isinstance(payload, dict) and "perceptron" in payload:  # the classical peer (inn.perceptron)
+        from inn.perceptron import PerceptronPeer
+
+        return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT or "model_config" not in payload:
+        raise InnError(f"{path} is not an inn model checkpoint (format {CHECKPOINT_FORMAT})")
+    cfg = ModelConfig(**payload["model_config"])
+    model = build_model(cfg)
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[-1].strip()
+        raise InnError(f"{path}: weights do not match the model configuration it names ({first})") from None
+    return model.to(device).eval(), payload.get("meta", {})

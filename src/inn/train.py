@@ -1,0 +1,480 @@
+"""Training: one model on one task, SGD with the paper's schedule, resumable after every epoch.
+
+The paper (3.2): SGD, batch 20, initial learning rate 0.5, halved whenever validation
+perplexity rises. Added here, each a setting: a maximum number of epochs and early-stopping
+patience on the validation metric, gradient-norm clipping, the loss normalisation (which
+decides what "learning rate 0.5" means), word dropout of training singletons (so the unknown
+word's embedding is trained), and data slices for small runs.
+
+Outputs in ``out_dir``:
+
+- ``checkpoint.pt``: the epoch with the best validation metric (what evaluation reads);
+- ``history.tsv``: one row per epoch (losses, validation perplexity and accuracy or error,
+  learning rate, seconds, and for the INN its solver statistics);
+- while running, ``last.pt`` (the state after the last finished epoch) and ``best.pt``;
+  a restarted run resumes from ``last.pt`` and ends exactly where an uninterrupted run
+  would (CPU, same seed and threads: every epoch reseeds its own random streams). Both are
+  removed when training finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.nn.functional as Fn
+from tqdm import tqdm
+
+from inn import batches as B
+from inn.errors import InnError
+from inn.io import torch_save
+from inn.models import CHECKPOINT_FORMAT, ModelConfig, SequenceLabeler, build_model, parse_model_name
+from inn.solvers import ConvergenceWarning
+from inn.tables import write_tsv
+
+log = logging.getLogger(__name__)
+
+LOSS_NORMALISATIONS = ("sentence", "token", "sum")
+
+
+@dataclass
+class TrainConfig:
+    """Training settings (workflow config ``training.<task>``)."""
+
+    batch_size: int = 20  # paper
+    lr: float = 0.5  # paper: initial learning rate of plain SGD
+    lr_decay: float = 0.5  # paper: multiply the rate by this when validation perplexity rises
+    max_epochs: int = 30
+    patience: int = 5  # stop after this many epochs without a better validation metric
+    clip: float | None = 5.0  # max gradient norm (None: no clipping)
+    # "sentence": summed token losses / sentences in the batch; "token": mean over tokens;
+    # "sum": summed over the batch. With lr 0.5, "token" learns ~10x slower than "sentence".
+    loss: str = "sentence"
+    word_dropout: float = 0.25  # POS: chance that a training singleton is read as unknown
+    dropout: float = 0.0  # on xi and H (the paper uses none)
+    max_train: int | None = None  # use only the first N training sequences
+    max_dev: int | None = None  # use only the first N validation sequences
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSS_NORMALISATIONS:
+            raise InnError(f"training.loss must be one of {', '.join(LOSS_NORMALISATIONS)}, not {self.loss!r}")
+        if self.batch_size < 1 or self.lr <= 0 or self.max_epochs < 1:
+            raise InnError("training: batch_size and max_epochs must be positive and lr > 0")
+
+
+#: settings that may change between an interrupted run and its resumption
+RESUMABLE_CHANGES = {"max_epochs", "patience"}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InnError("device: cuda was asked for, but torch sees no CUDA device (use auto or cpu)")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise InnError(f"device must be auto, cpu or cuda, not {device!r}")
+    return torch.device(device)
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class TaskData:
+    """Training and validation examples of one task, and what the model needs to know of them."""
+
+    task: str
+    train: list[B.Example]
+    dev: list[B.Example]
+    model_fields: dict[str, Any]  # ModelConfig fields the data decides (vocabularies, widths)
+    meta: dict[str, Any]
+
+
+def load_task_data(task: str, data_dir: str | os.PathLike, cfg: TrainConfig) -> TaskData:
+    """Read a prepared POS corpus folder or walk folder (the data stage's outputs)."""
+    data_dir = Path(data_dir)
+    if task == "pos":
+        features = B.load_features(data_dir)
+        _, train = B.load_pos(data_dir, "train", features, cfg.max_train)
+        _, dev = B.load_pos(data_dir, "dev", features, cfg.max_dev)
+        fields_ = {"num_classes": len(features.tags), "word_vocab": len(features.words),
+                   "affix_vocab": tuple(len(v) for v in features.affixes.values()),
+                   "word_dim": features.word_dim, "affix_dim": features.affix_dim}
+        return TaskData(task, train, dev, fields_, {"tags": list(features.tags.items)})
+    if task == "walks":
+        train = B.load_walk_examples(data_dir / "train.pt", cfg.max_train)
+        dev = B.load_walk_examples(data_dir / "dev.pt", cfg.max_dev)
+        dim = int(train[0]["x"].shape[-1])
+        return TaskData(task, train, dev, {"num_classes": 2, "input_dim": dim}, {})
+    raise InnError(f"unknown task {task!r}; use pos or walks")
+
+
+# --------------------------------------------------------------------------- loss and metrics
+
+
+def token_losses(model: SequenceLabeler, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed loss over real positions, the number of scored positions, and the predictions."""
+    logits = model(batch)
+    mask = batch["mask"]
+    if model.config.task == "pos":
+        gold = batch["tags"].masked_fill(~mask, B.UNSEEN_TAG)  # (B, n)
+        loss = Fn.cross_entropy(logits.transpose(1, 2), gold, ignore_index=B.UNSEEN_TAG, reduction="sum")
+        count = (gold != B.UNSEEN_TAG).sum()
+        predicted = logits.argmax(-1)  # (B, n)
+    else:
+        gold = batch["y"].to(logits.dtype)
+        per_step = Fn.binary_cross_entropy_with_logits(logits, gold, reduction="none")
+        loss = (per_step * mask).sum()
+        count = mask.sum()
+        predicted = (logits > 0).long()
+    return loss, count, predicted
+
+
+def correct_count(model: SequenceLabeler, batch, predicted) -> int:
+    gold = batch["tags"] if model.config.task == "pos" else batch["y"]
+    return int(((predicted == gold) & batch["mask"]).sum())
+
+
+@torch.no_grad()
+def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size: int,
+                  device: torch.device) -> dict[str, float]:
+    """Mean per-token loss, perplexity, accuracy/error (and the INN's failed solves) on ``examples``."""
+    was_training = model.training
+    model.eval()
+    total, count, correct, tokens, failed = 0.0, 0, 0, 0, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # counted below
+        for index in B.make_batches([B.length(e) for e in examples], batch_size):
+            batch = B.to_device(B.collate([examples[i] for i in index]), device)
+            loss, n, predicted = token_losses(model, batch)
+            total += float(loss)
+            count += int(n)
+            correct += correct_count(model, batch, predicted)
+            tokens += int(batch["mask"].sum())
+            stats = getattr(model.rnn, "last_stats", None)
+            failed += stats.num_failed if stats is not None else 0
+    model.train(was_training)
+    mean = total / max(count, 1)
+    accuracy = correct / max(tokens, 1)
+    out = {"loss": mean, "perplexity": math.exp(min(mean, 700.0))}
+    if model.config.task == "pos":
+        out["accuracy"] = 100.0 * accuracy
+    else:
+        out["error"] = 1.0 - accuracy
+    if model.config.kind == "inn":
+        out["nonconverged"] = failed
+    return out
+
+
+def _better(task: str, new: dict, best: float | None) -> bool:
+    if best is None:
+        return True
+    return new["accuracy"] > best if task == "pos" else new["error"] < best
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+class SolverTally:
+    """Per-epoch sums of the implicit layer's solver statistics (means per batch, max, count)."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.newton = 0.0
+        self.krylov = 0.0
+        self.residual = 0.0
+        self.nonconverged = 0
+        self.backward_nonconverged = 0
+
+    def add(self, layer) -> None:
+        stats = getattr(layer, "last_stats", None)
+        if stats is None:
+            return
+        self.batches += 1
+        self.newton += float(stats.newton_iterations.float().mean())
+        self.krylov += float(stats.krylov_iterations.float().mean())
+        self.residual = max(self.residual, float(stats.residual.max()))
+        self.nonconverged += stats.num_failed
+        back = getattr(layer, "last_backward_stats", None)
+        if back is not None:
+            self.backward_nonconverged += back.num_failed
+            layer.last_backward_stats = None
+
+    def row(self) -> dict[str, float]:
+        n = max(self.batches, 1)
+        return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
+                "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged}
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    return seed * 1_000_003 + epoch
+
+
+def _run_settings(model_cfg: ModelConfig, cfg: TrainConfig) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint."""
+    return {"model": asdict(model_cfg), "training": asdict(cfg)}
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _differences(a, b, f"{prefix}{key}.")
+        elif a != b and not (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and list(a) == list(b)):
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def _check_resumable(path: Path, state: dict, settings: dict) -> None:
+    old = state.get("settings")
+    if old is None or state.get("format") != CHECKPOINT_FORMAT:
+        raise InnError(f"{path} is not a resumable inn checkpoint; delete it to start afresh")
+    differ = [k for k in _differences(old, settings) if k.split(".")[-1] not in RESUMABLE_CHANGES
+              or not k.startswith("training.")]
+    if differ:
+        raise InnError(f"{path} was written by a different configuration (differs in {', '.join(differ)}); "
+                       "delete it to start afresh, or restore the old settings to resume")
+
+
+def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str | os.PathLike,
+          cfg: TrainConfig, model_options: dict[str, Any] | None = None, device: str = "auto",
+          meta: dict[str, Any] | None = None, stop_after: int | None = None) -> pd.DataFrame:
+    """Train ``model_name`` on a prepared ``task`` folder; write the outputs into ``out_dir``.
+
+    Args:
+        model_options: ModelConfig fields that are not decided by the data: ``hidden_size``
+            (default: the feature size for the INN on POS, else required), ``solver``,
+            ``solver_options``, ``trainable_boundary``.
+        meta: free-form facts stored in the checkpoint and reported by evaluation (dataset,
+            seed, scale ...).
+        stop_after: finish at most this many epochs in this call, then return with
+            ``last.pt`` in place (a time-limited job; the next call resumes).
+
+    Returns:
+        The history table (one row per finished epoch).
+
+    Raises:
+        InnError: missing data, a checkpoint from another configuration, a non-finite loss
+            (the message names epoch and batch; the last good checkpoint is kept), a failed
+            solve in strict mode.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dev_ = resolve_device(device)
+    kind, size = parse_model_name(model_name)
+    data = load_task_data(task, data_dir, cfg)
+    options = dict(model_options or {})
+    if size is not None:
+        options["hidden_size"] = size
+    if options.get("hidden_size") is None:
+        if kind == "inn" and task == "pos":  # paper: hidden size = feature size (448)
+            options["hidden_size"] = (data.model_fields["word_dim"] + 6 * data.model_fields["affix_dim"] + 8)
+        else:
+            raise InnError(f"model {model_name}: no hidden size given")
+    if kind != "inn":
+        options = {k: v for k, v in options.items() if k not in ("solver", "solver_options", "trainable_boundary")}
+    model_cfg = ModelConfig(task=task, kind=kind, dropout=cfg.dropout, **data.model_fields, **options)
+    settings = _run_settings(model_cfg, cfg)
+    meta = {"task": task, "model": model_name, **(meta or {}), **data.meta}
+
+    torch.manual_seed(cfg.seed)
+    model = build_model(model_cfg).to(dev_)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
+    state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0,
+             "prev_perplexity": None, "history": []}
+    if last_path.is_file():
+        saved = torch.load(last_path, map_location=dev_, weights_only=False)
+        _check_resumable(last_path, saved, settings)
+        model.load_state_dict(saved["state_dict"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["train_state"]
+        log.info("resuming %s from %s after epoch %d", model_name, last_path, state["epoch"])
+    log.info("%s on %s: %d parameters, hidden %d, %d train / %d dev sequences, device %s, %d threads",
+             model_name, task, model.num_parameters(), model_cfg.hidden_size, len(data.train), len(data.dev),
+             dev_, torch.get_num_threads())
+
+    epochs_run = 0
+    while not _finished(state, cfg):
+        if stop_after is not None and epochs_run >= stop_after:
+            log.info("stopping after %d epoch(s) in this call; %s resumes", epochs_run, last_path)
+            return pd.DataFrame(state["history"])
+        epoch = state["epoch"] + 1
+        row = _train_epoch(model, optimizer, data, cfg, state["lr"], epoch, dev_, last_path)
+        dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
+        row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
+        row = _order(row, task)
+        state["history"].append(row)
+        state["epoch"] = epoch
+        if _better(task, dev_metrics, state["best"]):
+            state["best"] = dev_metrics["accuracy" if task == "pos" else "error"]
+            state["best_epoch"], state["bad_epochs"] = epoch, 0
+            torch_save(_payload(model, {**meta, "epoch": epoch, "dev": dev_metrics}, settings), best_path)
+        else:
+            state["bad_epochs"] += 1
+        # paper: halve the rate whenever validation perplexity rises
+        if state["prev_perplexity"] is not None and dev_metrics["perplexity"] > state["prev_perplexity"]:
+            state["lr"] *= cfg.lr_decay
+            for group in optimizer.param_groups:
+                group["lr"] = state["lr"]
+        state["prev_perplexity"] = dev_metrics["perplexity"]
+        payload = _payload(model, meta, settings)
+        payload.update(optimizer=optimizer.state_dict(), train_state=state)
+        torch_save(payload, last_path)
+        write_tsv(out_dir / "history.tsv", pd.DataFrame(state["history"]))
+        metric = "dev_accuracy" if task == "pos" else "dev_error"
+        log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
+                 row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
+                 "" if kind != "inn" else f", newton {row['newton_iters']:.1f}, krylov {row['krylov_iters']:.1f},"
+                 f" nonconverged {row['nonconverged']}")
+        if kind == "inn" and row["nonconverged"]:
+            log.warning("epoch %d: %d sequence solve(s) did not converge (max residual %.3g)", epoch,
+                        row["nonconverged"], row["residual"])
+        epochs_run += 1
+
+    history = pd.DataFrame(state["history"])
+    if not best_path.is_file():
+        raise InnError(f"{best_path} is missing: cannot finish {out_dir} (delete last.pt to train afresh)")
+    write_tsv(out_dir / "history.tsv", history)
+    best = torch.load(best_path, map_location="cpu", weights_only=False)
+    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"],
+                        seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
+                        parameters=model.num_parameters(), threads=torch.get_num_threads())
+    torch_save(best, out_dir / "checkpoint.pt")
+    last_path.unlink()  # first: a crash between the two restarts training rather than failing
+    best_path.unlink()
+    log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
+             "accuracy" if task == "pos" else "error", state["best"])
+    return history
+
+
+def _finished(state: dict, cfg: TrainConfig) -> bool:
+    return state["epoch"] >= cfg.max_epochs or state["bad_epochs"] >= cfg.patience
+
+
+def _payload(model: SequenceLabeler, meta: dict, settings: dict) -> dict:
+    return {"format": CHECKPOINT_FORMAT, "model_config": asdict(model.config),
+            "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+            "meta": {**meta, "settings": settings}, "settings": settings}
+
+
+def _order(row: dict, task: str) -> dict:
+    first = ["epoch", "train_loss", "dev_loss", "dev_perplexity", "dev_accuracy" if task == "pos" else "dev_error",
+             "lr", "seconds"]
+    return {**{k: row[k] for k in first}, **{k: v for k, v in row.items() if k not in first}}
+
+
+def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, epoch: int,
+                 device: torch.device, last_path: Path) -> dict:
+    """One pass over the training data; returns the history row's training part."""
+    model.train()
+    seed = _epoch_seed(cfg.seed, epoch)
+    torch.manual_seed(seed)  # dropout: each epoch its own stream, so a resumed run matches
+    generator = torch.Generator().manual_seed(seed)
+    order = B.make_batches([B.length(e) for e in data.train], cfg.batch_size, generator)
+    is_inn = model.config.kind == "inn"
+    tally = SolverTally()
+    total, count = 0.0, 0
+    start = time.perf_counter()
+    last_log = start
+    interactive = sys.stderr.isatty()
+    bar = tqdm(order, desc=f"epoch {epoch}", unit="batch", disable=not interactive, mininterval=1.0, leave=False)
+    with warnings.catch_warnings():
+        # counted per epoch from the layer's stats instead of one warning per batch
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for number, index in enumerate(bar, start=1):
+            batch = B.collate([data.train[i] for i in index], cfg.word_dropout, generator)
+            batch = B.to_device(batch, device)
+            try:
+                loss_sum, n, _ = token_losses(model, batch)
+            except InnError as exc:
+                raise InnError(f"epoch {epoch}, batch {number}: {exc}; stopped, the last good checkpoint "
+                               f"({last_path.name}) is kept") from None
+            loss = loss_sum / {"sentence": len(index), "token": max(int(n), 1), "sum": 1}[cfg.loss]
+            if not torch.isfinite(loss):
+                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; stopped, "
+                               f"the last good checkpoint ({last_path} after epoch {epoch - 1}) is kept; "
+                               "lower training.lr or set training.clip")
+            optimizer.zero_grad(set_to_none=True)
+            try:
+                loss.backward()
+            except InnError as exc:
+                raise InnError(f"epoch {epoch}, batch {number}: {exc}; stopped, the last good checkpoint "
+                               f"({last_path.name}) is kept") from None
+            if cfg.clip is not None:
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                if not torch.isfinite(norm):
+                    raise InnError(f"gradient norm is {float(norm)} at epoch {epoch}, batch {number}; stopped, "
+                                   f"the last good checkpoint ({last_path}) is kept; lower training.lr")
+            optimizer.step()
+            if is_inn:
+                tally.add(model.rnn)
+            total += loss_sum.item()
+            count += int(n)
+            now = time.perf_counter()
+            if interactive:
+                bar.set_postfix(loss=f"{total / max(count, 1):.4f}", refresh=False)
+            elif now - last_log > 300:  # a line every five minutes in a rule's log
+                log.info("epoch %d: batch %d of %d, train loss %.4f", epoch, number, len(order), total / max(count, 1))
+                last_log = now
+    bar.close()
+    row = {"epoch": epoch, "train_loss": total / max(count, 1), "lr": lr, "seconds": time.perf_counter() - start}
+    if is_inn:
+        row.update(tally.row())
+    return row
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _settings_from(args) -> tuple[TrainConfig, dict]:
+    settings = json.loads(args.settings) if args.settings else {}
+    if args.settings_file:
+        with open(args.settings_file, encoding="utf-8") as handle:
+            settings = {**json.load(handle), **settings}
+    training = settings.get("training", {})
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(training) - known)
+    if unknown:
+        raise InnError(f"unknown training setting(s): {', '.join(unknown)}")
+    if args.seed is not None:
+        training["seed"] = args.seed
+    return TrainConfig(**training), settings.get("model", {})
+
+
+def main(argv: list[str]) -> None:
+    """``inn train``: train one model on one prepared task folder."""
+    parser = argparse.ArgumentParser(prog="inn train", description=train.__doc__.splitlines()[0])
+    parser.add_argument("--task", required=True, choices=["pos", "walks"])
+    parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
+    parser.add_argument("--model", required=True, help="inn, gru, lstm, bigru, bilstm, or e.g. bilstm-h300")
+    parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
+    parser.add_argument("--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}')
+    parser.add_argument("--settings-file", help="the same JSON in a file")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--stop-after", type=int, help="finish at most this many epochs, then exit (resumable)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg, model_options = _settings_from(args)
+    meta = json.loads(args.settings).get("meta", {}) if args.settings else {}
+    meta.setdefault("seed", cfg.seed)
+    meta.setdefault("dataset", Path(args.data).name)
+    train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
+          stop_after=args.stop_after)

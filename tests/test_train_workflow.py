@@ -1,0 +1,91 @@
+"""The training and evaluation rules end to end on a tiny config, and a restarted training job."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from test_workflow import snakemake
+
+
+def _tiny_training(config: dict) -> dict:
+    small = {"max_epochs": 1, "max_train": 30, "max_dev": 10, "patience": 1}
+    return {
+        **config,
+        "scale": "test",
+        "device": "cpu",
+        "corpora": {**config["corpora"], "ewt": {**config["corpora"]["ewt"], "enabled": False}},
+        "walks": {**config["walks"], "b": [0.5]},
+        "models": {
+            "pos": {"run": ["inn", "bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1},
+            "walks": {"run": ["inn", "bilstm"], "inn_hidden_size": 5, "bilstm_hidden_sizes": [4]},
+        },
+        "solver": {"max_iter": 10, "krylov_max_iter": 10},
+        "training": {"pos": small, "walks": small},
+        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
+    }
+
+
+def test_training_rules_in_the_full_dry_run():
+    result = snakemake("-n", "--quiet", "rules")
+    assert result.returncode == 0, result.stderr
+    for rule in ("train_model", "train_perceptron", "evaluate_model"):
+        assert rule in result.stdout + result.stderr
+
+
+def test_comparison_preset_is_valid():
+    result = snakemake("-n", "--quiet", "rules", "--configfile", "config/comparison.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "train_model" in result.stdout + result.stderr
+
+
+@pytest.mark.workflow
+def test_train_and_evaluate_end_to_end(tmp_path, tiny_config):
+    config = _tiny_training(tiny_config)
+    result = snakemake(workdir=tmp_path, config=config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [("pos", "ptb_sample", m) for m in ("inn", "bilstm", "perceptron")]
+    runs += [("walks", "b0.5", m) for m in ("inn", "bilstm-h4")]
+    for task, dataset, model in runs:
+        run = f"{task}/{dataset}/{model}/seed1"
+        metrics = json.loads((tmp_path / "results/eval" / run / "metrics.json").read_text())
+        assert (metrics["task"], metrics["dataset"], metrics["model"], metrics["seed"]) == (task, dataset, model, 1)
+        assert metrics["scale"] == "test" and metrics["epochs"] >= 1
+        name = "accuracy" if task == "pos" else "error"
+        assert metrics["metric"] == name and metrics[name] is not None
+        history = pd.read_csv(tmp_path / "results/train" / run / "history.tsv", sep="\t")
+        assert len(history) >= 1
+        assert (tmp_path / "results/eval" / run / "predictions.tsv").is_file()
+        rule = "train_perceptron" if model == "perceptron" else "train_model"
+        log = f"{task}/{dataset}/seed1" if model == "perceptron" else run
+        assert (tmp_path / "logs" / rule / f"{log}.log").is_file()
+        assert (tmp_path / "benchmarks" / rule / f"{log}.tsv").is_file()
+    inn = pd.read_csv(tmp_path / "results/train/pos/ptb_sample/inn/seed1/history.tsv", sep="\t")
+    assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(inn.columns)
+    metrics = json.loads((tmp_path / "results/eval/pos/ptb_sample/inn/seed1/metrics.json").read_text())
+    assert metrics["hidden_size"] == 48 and metrics["training"]["max_train"] == 30  # INN k = feature size
+
+
+@pytest.mark.workflow
+def test_a_restarted_training_job_resumes(tmp_path, tiny_config):
+    """A job killed after its first epoch leaves last.pt; the rerun continues from it."""
+    config = _tiny_training(tiny_config)
+    config["training"]["walks"] = {**config["training"]["walks"], "max_epochs": 2, "patience": 5}
+    config["models"]["walks"]["run"] = ["bilstm"]
+    target = "results/train/walks/b0.5/bilstm-h4/seed1/checkpoint.pt"
+    prepared = snakemake("results/data/walks/b0.5/train.pt", workdir=tmp_path, config=config)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    # The first epoch as if the job had been stopped there (the trainer's own resumable state).
+    from inn.train import TrainConfig, train
+
+    train("walks", tmp_path / "results/data/walks/b0.5", "bilstm-h4", tmp_path / "results/train/walks/b0.5/bilstm-h4/seed1",
+          TrainConfig(**{**config["training"]["walks"], "seed": 1}), device="cpu",
+          meta={"scale": "test", "dataset": "b0.5", "seed": 1}, stop_after=1)
+    result = snakemake(target, workdir=tmp_path, config=config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = (tmp_path / "logs/train_model/walks/b0.5/bilstm-h4/seed1.log").read_text()
+    assert "resuming bilstm-h4" in log and "after epoch 1" in log
+    history = pd.read_csv(tmp_path / "results/train/walks/b0.5/bilstm-h4/seed1/history.tsv", sep="\t")
+    assert history.epoch.tolist() == [1, 2]

@@ -1,0 +1,212 @@
+"""Models, training, evaluation and the perceptron peer on tiny slices (seconds each)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from inn import batches as B
+from inn.data.prepare import prepare_pos
+from inn.data.walk import generate_walks, save_walks
+from inn.errors import InnError
+from inn.evaluate import evaluate_checkpoint, score_pos, score_walks
+from inn.models import load_checkpoint, parse_model_name
+from inn.train import TrainConfig, train
+
+TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  # 8 + 12 + 8 = 28
+INN_FAST = {"solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+
+
+@pytest.fixture(scope="session")
+def pos_dir(tmp_path_factory, ewt_dir):
+    out = tmp_path_factory.mktemp("pos") / "ewt"
+    prepare_pos("conllu", {"path": str(ewt_dir)}, out, "ewt", **TINY_FEATURES)
+    return out
+
+
+@pytest.fixture(scope="session")
+def walk_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("walks") / "b0.5"
+    for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
+        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=12))
+    return out
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(max_train=40, max_dev=20, max_epochs=3, patience=5, lr=0.5, word_dropout=0.25)
+    return TrainConfig(**{**base, **kw})
+
+
+def _no_timing(history: pd.DataFrame) -> pd.DataFrame:
+    return history.drop(columns=["seconds"])
+
+
+def test_model_names():
+    assert parse_model_name("bilstm-h300") == ("bilstm", 300)
+    assert parse_model_name("inn") == ("inn", None)
+    with pytest.raises(InnError, match="unknown model 'transformer'"):
+        parse_model_name("transformer")
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm", "bigru", "bilstm", "inn"])
+def test_every_pos_model_learns(tmp_path, pos_dir, name):
+    options = {"hidden_size": 12, **(INN_FAST if name == "inn" else {})}
+    history = train("pos", pos_dir, name, tmp_path, _cfg(max_epochs=3), options, device="cpu")
+    assert len(history) == 3
+    assert history.train_loss.iloc[-1] < history.train_loss.iloc[0]
+    assert history.dev_accuracy.iloc[-1] > 10
+    assert (tmp_path / "checkpoint.pt").is_file() and (tmp_path / "history.tsv").is_file()
+    assert not (tmp_path / "last.pt").exists()  # resume state is removed once training finished
+    if name == "inn":
+        assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(history.columns)
+        assert history.newton_iters.gt(0).all()
+
+
+@pytest.mark.parametrize("name", ["inn", "bilstm-h8"])
+def test_walk_models_learn(tmp_path, walk_dir, name):
+    options = {"hidden_size": 10, **INN_FAST} if name == "inn" else {}
+    history = train("walks", walk_dir, name, tmp_path, _cfg(max_epochs=4, max_train=None, max_dev=None), options,
+                    device="cpu")
+    assert history.train_loss.iloc[-1] < history.train_loss.iloc[0]
+    assert history.dev_error.between(0, 1).all()
+
+
+def test_checkpoint_contract_for_timing(tmp_path, pos_dir):
+    train("pos", pos_dir, "inn", tmp_path, _cfg(max_epochs=1), {"hidden_size": None, **INN_FAST}, device="cpu",
+          meta={"dataset": "ewt", "seed": 1})
+    model, meta = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert not model.training and meta["task"] == "pos" and meta["epochs"] == 1
+    assert model.config.hidden_size == model.rnn_input_size == 28  # INN hidden = feature size by default
+    xi = torch.randn(20, 7, model.rnn_input_size)
+    H = model.hidden_states(xi, torch.ones(20, 7, dtype=torch.bool))
+    assert H.shape == (20, 7, 28)
+    assert model.rnn.last_stats.converged.shape == (20,)
+
+
+def test_resume_equals_uninterrupted(tmp_path, pos_dir):
+    cfg = _cfg(max_epochs=3, dropout=0.2)
+    straight = train("pos", pos_dir, "bigru", tmp_path / "a", cfg, {"hidden_size": 10}, device="cpu")
+    first = train("pos", pos_dir, "bigru", tmp_path / "b", cfg, {"hidden_size": 10}, device="cpu", stop_after=1)
+    assert len(first) == 1 and (tmp_path / "b" / "last.pt").is_file()
+    resumed = train("pos", pos_dir, "bigru", tmp_path / "b", cfg, {"hidden_size": 10}, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["state_dict"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_of_the_implicit_model(tmp_path, walk_dir):
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
+    options = {"hidden_size": 6, **INN_FAST}
+    straight = train("walks", walk_dir, "inn", tmp_path / "a", cfg, options, device="cpu")
+    train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu", stop_after=1)
+    resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+
+
+def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
+    train("pos", pos_dir, "gru", tmp_path, _cfg(), {"hidden_size": 8}, device="cpu", stop_after=1)
+    with pytest.raises(InnError, match=r"last.pt was written by a different configuration \(differs in "
+                                       r"model.hidden_size, training.lr\); delete it"):
+        train("pos", pos_dir, "gru", tmp_path, _cfg(lr=0.1), {"hidden_size": 9}, device="cpu")
+    # more epochs is not a different configuration: the run resumes and finishes
+    history = train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
+    assert history.epoch.tolist() == [1, 2]
+
+
+def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, walk_dir):
+    train("walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu",
+          stop_after=1)
+    last = (tmp_path / "run" / "last.pt").read_bytes()
+    bad = tmp_path / "bad"
+    walks = generate_walks(60, b=1.0, dim=3, seed=1, max_len=12)
+    walks[7][0][0, 0] = float("nan")
+    save_walks(bad / "train.pt", walks)
+    (bad / "dev.pt").write_bytes((walk_dir / "dev.pt").read_bytes())
+    with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch \d+ of 3; stopped, the last good checkpoint"):
+        train("walks", bad, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu")
+    assert (tmp_path / "run" / "last.pt").read_bytes() == last
+
+
+def test_solver_failures_are_counted_and_strict_mode_stops(tmp_path, walk_dir):
+    cfg = _cfg(max_epochs=1, max_train=None, max_dev=None)
+    loose = {"hidden_size": 6, "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2}}
+    history = train("walks", walk_dir, "inn", tmp_path / "loose", cfg, loose, device="cpu")
+    assert history.nonconverged.iloc[0] > 0 and history.residual.iloc[0] > 1e-12
+    strict = {"hidden_size": 6, "solver_options": {**loose["solver_options"], "strict": True}}
+    with pytest.raises(InnError, match=r"epoch 1, batch 1: forward solve .* did not reach tol"):
+        train("walks", walk_dir, "inn", tmp_path / "strict", cfg, strict, device="cpu")
+
+
+def test_score_pos_on_hand_made_predictions():
+    gold = [[("The", "DT"), ("cat", "NN"), ("sat", "VBD")], [("Zorgs", "NNS"), (".", ".")]]
+    predicted = [["DT", "NN", "VBN"], ["NNP", "."]]
+    known = {"the", "cat", "sat", "."}
+    metrics, table = score_pos(gold, predicted, lambda w: w.lower() in known)
+    assert metrics["accuracy"] == pytest.approx(60.0)
+    assert metrics["unseen_accuracy"] == 0.0 and metrics["unseen_tokens"] == 1
+    assert metrics["tokens"] == 5
+    assert metrics["per_tag"]["VBD"] == {"tokens": 1, "accuracy": 0.0}
+    assert metrics["per_tag"]["DT"] == {"tokens": 1, "accuracy": 100.0}
+    assert table.predicted.tolist() == ["DT", "NN", "VBN", "NNP", "."]
+    with pytest.raises(InnError, match="sentence 2: 1 predicted tags for 2 tokens"):
+        score_pos(gold, [["DT", "NN", "VBD"], ["."]], lambda w: True)
+
+
+def test_score_walks_on_hand_made_predictions():
+    gold = [torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1])]
+    predicted = [torch.tensor([0, 1, 1, 1]), torch.tensor([1, 1])]
+    metrics, table = score_walks(gold, predicted)
+    assert metrics["error"] == pytest.approx(2 / 6) and metrics["steps"] == 6
+    assert table.step.tolist() == [1, 2, 3, 4, 1, 2]
+
+
+def test_evaluate_a_trained_tagger(tmp_path, pos_dir):
+    train("pos", pos_dir, "bilstm", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu",
+          meta={"dataset": "ewt", "seed": 3, "scale": "quick"})
+    metrics, table = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", device="cpu", max_sequences=50)
+    assert metrics["metric"] == "accuracy" and 0 < metrics["accuracy"] <= 100
+    assert metrics["tokens"] == len(table) and metrics["unseen_tokens"] > 0
+    for key in ("task", "dataset", "model", "seed", "scale", "per_tag", "unseen_accuracy", "parameters", "epochs",
+                "seconds_per_epoch", "device", "hidden_size", "training"):
+        assert metrics[key] is not None, key
+    assert (metrics["model"], metrics["seed"], metrics["epochs"], metrics["training"]["batch_size"]) == ("bilstm", 3, 2, 20)
+
+
+def test_evaluation_refuses_other_vocabularies(tmp_path, pos_dir, ewt_dir):
+    train("pos", pos_dir, "gru", tmp_path / "run", _cfg(max_epochs=1), {"hidden_size": 8}, device="cpu")
+    other = tmp_path / "other"
+    prepare_pos("conllu", {"path": str(ewt_dir)}, other, "ewt", **{**TINY_FEATURES, "max_words": 100})
+    with pytest.raises(InnError, match="trained with other feature vocabularies than the prepared data"):
+        evaluate_checkpoint(tmp_path / "run" / "checkpoint.pt", other, "test", device="cpu")
+
+
+def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
+    from inn.cli import main
+
+    out = tmp_path / "perceptron"
+    assert main(["train-perceptron", "--data", str(pos_dir), "--out", str(out), "--max-train", "300",
+                 "--iterations", "2"]) == 0
+    history = pd.read_csv(out / "history.tsv", sep="\t")
+    assert len(history) == 1 and history.dev_accuracy.iloc[0] > 70
+    assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
+                 "--out", str(out), "--max-sequences", "100"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "perceptron" and metrics["task"] == "pos"
+    assert 70 < metrics["accuracy"] < 100 and metrics["unseen_accuracy"] < metrics["accuracy"]
+    assert (out / "predictions.tsv").is_file()
+
+
+def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
+    from inn.cli import main
+
+    assert main(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out", str(tmp_path),
+                 "--settings", '{"training": {"learning_rate": 1}}']) == 2
+    assert capsys.readouterr().err.strip() == "error: unknown training setting(s): learning_rate"
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
+                 "--out", str(tmp_path)]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
