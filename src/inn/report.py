@@ -12,6 +12,7 @@ import argparse
 import base64
 import datetime as dt
 import io
+import json
 import platform
 import subprocess
 from collections.abc import Iterable
@@ -233,7 +234,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     return template.render(
         title="Implicitly-defined neural networks for sequence labeling: reproduction report",
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        scale=config.get("report", {}).get("scale", ""),
+        scale=config.get("scale", ""),
         differences=scale_differences(config, schema),
         wsj_given=bool(config.get("corpora", {}).get("wsj", {}).get("path")),
         table1=_read(tables / "table1.tsv"),
@@ -258,7 +259,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
 def main(argv: list[str]) -> None:
     """``inn report``: write the HTML report from the workflow's tables and measurements."""
     parser = argparse.ArgumentParser(prog="inn report", description=main.__doc__)
-    parser.add_argument("--config", required=True, help="the run's validated config (YAML)")
+    parser.add_argument("--config-json", required=True, help="the run's validated config, as JSON")
     parser.add_argument("--schema", required=True, help="the config schema (for the scale statement)")
     parser.add_argument("--tables", required=True, help="folder with table1/table2/data_*.tsv")
     parser.add_argument("--histories", nargs="*", default=[], help="training history.tsv files")
@@ -268,7 +269,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repo", default=".", help="the checkout (for its git revision)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     args = parser.parse_args(argv)
-    config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    config = json.loads(args.config_json)
     html = render(config=config, schema=Path(args.schema), tables=Path(args.tables), histories=args.histories,
                   timing=args.timing, timing_fits=args.timing_fits, benchmarks=args.benchmarks,
                   repo=Path(args.repo))
