@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-pos": ("inn.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
     "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
     "summarize-data": ("inn.data.summary:main", "summarise prepared corpora and walk sets as TSV"),
+    "benchmark": ("inn.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
 
 
