@@ -5,16 +5,18 @@ For a batch of B sequences of length n and hidden width k, every method's forwar
 measured in the same run, with the solver's iteration counts and residuals. Weight sets:
 
 - ``init``: a freshly initialised layer;
-- ``harder``: the same with every recurrent matrix (U_p, U_n, U_z, U_r, U) rescaled to
-  spectral radius ``--harder-radius`` (training tends to grow them; real systems are
-  harder than fresh ones);
+- ``harder<c>``: the same with every recurrent matrix (U_p, U_n, U_z, U_r, U) scaled by
+  one factor, found by bisection, so that dF/dH at the solution has spectral radius c
+  (``--harder``, default 0.84). Training grows the recurrent weights; real systems are
+  harder than fresh ones, and this radius is the contraction factor of plain iteration;
 - ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
   --prefix PREFIX``), when given.
 
-Per (weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
+The baselines are timed with each weight set's inputs (their own fresh weights). Per
+(weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
 prints a table and writes one CSV row per measurement (atomically). Times are the minimum
-over ``--repeats`` runs after one warm-up: on a shared machine the minimum is the least
-disturbed figure.
+over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
+minimum is the least disturbed figure.
 """
 
 from __future__ import annotations
@@ -109,16 +111,74 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
-    fn()  # warm-up (allocator, kernels)
-    best = math.inf
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
+def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
+    """Minimum wall time of each function over ``repeats`` rounds, after one warm-up round.
+
+    The functions take turns within each round, so a burst of load from other processes on a
+    shared machine hits all of them alike, and the minimum is the least disturbed figure.
+    """
+    best = {name: math.inf for name in fns}
+    for round_ in range(repeats + 1):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            if round_:
+                best[name] = min(best[name], time.perf_counter() - start)
     return best
+
+
+def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
+    """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
+    iteration with analytic J V products. It is the asymptotic contraction factor of plain
+    fixed-point iteration: the number the SPEC's "trained-like" systems are described by."""
+    from inn.solvers import solve
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        system = layer.system(xi, mask)
+        H, stats = solve(system, "anderson", tol=1e-5, max_iter=300, candidates=("F0",))
+        if not bool(stats.converged.all()):
+            return math.inf  # too hard to even solve: certainly past any target radius
+        lin = system.linearize(H)
+        v = torch.randn(H.shape, generator=torch.Generator().manual_seed(1), dtype=H.dtype).to(H.device)
+        v = v * system.maskf
+        v = v / v.norm()
+        logs = []
+        for i in range(iterations):
+            w = lin.jvp(v)
+            norm = w.norm()
+            if not torch.isfinite(norm) or norm == 0:
+                return float(norm)
+            if i >= iterations // 2:
+                logs.append(math.log(float(norm)))
+            v = w / norm
+    return math.exp(sum(logs) / len(logs))
+
+
+def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float, steps: int = 10) -> float:
+    """Scale the recurrent matrices (all by one factor) until dF/dH at the solution has
+    spectral radius ``contraction`` (bisection in log space); returns the factor used."""
+    base = {name: p.detach().clone() for name, p in layer.named_parameters() if name in ("weight_pn", "weight_zr", "weight_c")}
+
+    def apply(factor: float) -> float:
+        with torch.no_grad():
+            for name, value in base.items():
+                getattr(layer, name).copy_(value * factor)
+        return jacobian_radius(layer, xi, mask)
+
+    lo, hi = 0.5, 8.0
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        rho = apply(mid)
+        if math.isfinite(rho) and rho < contraction:
+            lo = mid
+        else:
+            hi = mid
+    rho = apply(lo)
+    log.info("harder weights: recurrent matrices x %.3f -> spectral radius of dF/dH %.3f (target %.3f)", lo, rho, contraction)
+    return lo
 
 
 def fit_power_law(ns: list[float], ts: list[float]) -> tuple[float, float, float]:
@@ -138,40 +198,23 @@ def fit_power_law(ns: list[float], ts: list[float]) -> tuple[float, float, float
     return math.exp(loga), p, r2
 
 
-def _bench_implicit(layer, xi, mask, target, repeats, device) -> dict:
-    out: dict = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+def _implicit_closures(layer, xi, mask, target) -> tuple[Callable[[], object], Callable[[], object]]:
+    def forward():
+        with torch.no_grad():
+            layer(xi, mask)
 
-        def forward():
-            with torch.no_grad():
-                layer(xi, mask)
+    def forward_backward():
+        layer.zero_grad(set_to_none=True)
+        x = xi.detach().requires_grad_(True)
+        (layer(x, mask) * target).sum().backward()
 
-        out["forward_s"] = _time(forward, repeats, device)
-        st = layer.last_stats.summary()
-        out.update(
-            newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
-            function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"],
-        )
-
-        def forward_backward():
-            layer.zero_grad(set_to_none=True)
-            x = xi.detach().requires_grad_(True)
-            (layer(x, mask) * target).sum().backward()
-
-        out["forward_backward_s"] = _time(forward_backward, repeats, device)
-        bst = layer.last_backward_stats
-        if bst is not None:
-            its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
-            out["backward_iterations"] = float(its.float().mean())
-            out["backward_residual_max"] = float(bst.residual.max())
-    return out
+    return forward, forward_backward
 
 
-def _bench_baseline(kind, k, xi, target, repeats, device, dtype) -> dict:
+def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object], Callable[[], object]]:
     cls = nn.GRU if kind == "gru" else nn.LSTM
     rnn = cls(xi.shape[-1], k, batch_first=True, bidirectional=True).to(device=device, dtype=dtype)
-    proj = target.new_ones(2 * k)  # loss on both directions' states
+    proj = torch.randn(2 * k, generator=torch.Generator().manual_seed(2)).to(device=device, dtype=dtype)
 
     def forward():
         with torch.no_grad():
@@ -182,7 +225,25 @@ def _bench_baseline(kind, k, xi, target, repeats, device, dtype) -> dict:
         x = xi.detach().requires_grad_(True)
         (rnn(x)[0] * proj).sum().backward()
 
-    return {"forward_s": _time(forward, repeats, device), "forward_backward_s": _time(forward_backward, repeats, device)}
+    return forward, forward_backward
+
+
+def _solver_figures(layer, xi, mask, target) -> dict:
+    """Iterations and residuals of one forward and one forward+backward (not timed)."""
+    out: dict = {}
+    forward, forward_backward = _implicit_closures(layer, xi, mask, target)
+    forward()
+    st = layer.last_stats.summary()
+    out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
+               function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
+    forward_backward()
+    bst = layer.last_backward_stats
+    if bst is not None:
+        its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
+        out["backward_iterations"] = float(its.float().mean())
+        out["backward_residual_max"] = float(bst.residual.max())
+        out["failed"] += bst.num_failed
+    return out
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -196,60 +257,68 @@ def run(args: argparse.Namespace) -> list[Row]:
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise InnError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
-    weight_sets: list[tuple[str, int, Callable[[ImplicitGRU], None] | None]] = []
-    for k in args.hidden:
-        weight_sets.append(("init", k, None))
-        if args.harder_radius:
-            weight_sets.append((f"harder{args.harder_radius:g}", k, lambda layer: scale_recurrent(layer, args.harder_radius)))
+    weight_sets: list[tuple[str, int, object]] = [("init", k, None) for k in args.hidden]
+    for contraction in args.harder:
+        weight_sets += [(f"harder{contraction:g}", k, contraction) for k in args.hidden]
+    state = None
     if args.checkpoint:
         state = load_layer_weights(args.checkpoint, args.prefix)
-        k_ckpt = state["weight_x"].shape[0] // 5
-        weight_sets.append(("checkpoint", k_ckpt, lambda layer: layer.load_state_dict(state, strict=False)))
+        weight_sets.append(("checkpoint", state["weight_x"].shape[0] // 5, None))
     rows: list[Row] = []
-    for weights, k, prepare in weight_sets:
+    for weights, k, contraction in weight_sets:
         gen = torch.Generator().manual_seed(args.seed)
-        base = ImplicitGRU(k, k)
-        if weights == "checkpoint":
-            base = ImplicitGRU(state["weight_x"].shape[1], k)
         torch.manual_seed(args.seed)
-        base.reset_parameters()
-        if prepare is not None:
-            prepare(base)
+        if state is not None and weights == "checkpoint":
+            base = ImplicitGRU(state["weight_x"].shape[1], k)  # boundaries load as buffers
+            missing = base.load_state_dict(state, strict=False).missing_keys
+            if missing:
+                raise InnError(f"checkpoint lacks {missing} under prefix {args.prefix!r}")
+        else:
+            base = ImplicitGRU(k, k)
+        base.to(device=device, dtype=dtype)
         input_size = base.input_size
+        if contraction is not None:
+            calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
+            make_harder(base, calib_x, torch.ones(args.batch, 40, dtype=torch.bool, device=device), contraction)
         slow: set[str] = set()
         for n in args.lengths:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
             mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
             common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype)
+            closures: dict[str, Callable[[], object]] = {}
+            row_of: dict[str, Row] = {}
             for method in args.methods:
-                row = Row(method=method, **common)
+                row = row_of[method] = Row(method=method, **common)
                 if method in slow:
-                    row.note = f"skipped: previous n took over {args.max_seconds:g}s"
-                    rows.append(row)
+                    row.note = f"skipped: a shorter n took over {args.max_seconds:g}s"
                     continue
                 solver, options = METHODS[method]
-                options = {**options, "tol": args.tol}
-                layer = ImplicitGRU(input_size, k, solver=solver, **options)
+                layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
                 layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
                 start = time.perf_counter()
-                for key, value in _bench_implicit(layer, xi, mask, target, args.repeats, device).items():
-                    setattr(row, key, value)
-                if time.perf_counter() - start > args.max_seconds:
-                    slow.add(method)
-                rows.append(row)
-                log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d",
-                         weights, k, n, method, row.forward_s, row.forward_backward_s, row.newton_mean,
-                         row.krylov_mean, row.residual_max, row.failed)
-            if weights == "init" or weights == "checkpoint":
-                for kind in args.baselines:
-                    row = Row(method=f"bi{kind}", **common)
-                    for key, value in _bench_baseline(kind, k, xi, target, args.repeats, device, dtype).items():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    for key, value in _solver_figures(layer, xi, mask, target).items():
                         setattr(row, key, value)
-                    rows.append(row)
-                    log.info("%s k=%d n=%d bi%s: fwd %.4fs fwd+bwd %.4fs", weights, k, n, kind, row.forward_s,
-                             row.forward_backward_s)
+                if time.perf_counter() - start > args.max_seconds / (args.repeats + 1):
+                    slow.add(method)  # time it at this n, not at longer ones
+                closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
+            for kind in args.baselines:
+                row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
+                closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                times = _time_interleaved(closures, args.repeats, device)
+            for name, row in row_of.items():
+                if name + "/fwd" in times:
+                    row.forward_s = times[name + "/fwd"]
+                    row.forward_backward_s = times[name + "/fb"]
+                rows.append(row)
+                log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
+                         weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
+                         row.krylov_mean, row.residual_max, row.failed, row.note)
     return rows
 
 
@@ -272,11 +341,11 @@ def fits(rows: list[Row]) -> list[dict]:
 def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     """A plain-text table of the measurements, ratios to the BiGRU and the fits."""
     buf = io.StringIO()
-    ref = {(r.hidden, r.n): r for r in rows if r.method == "bigru" and r.weights == "init"}
+    ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
     buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<14} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6}\n")
     for r in rows:
-        g = ref.get((r.hidden, r.n))
+        g = ref.get((r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
         buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<14} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
@@ -319,13 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"implicit methods: {', '.join(METHODS)}")
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
-    parser.add_argument("--harder-radius", type=float, default=1.5,
-                        help="also time weights rescaled to this spectral radius (0 to skip)")
+    parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
+                        help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
+                             "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding trained ImplicitGRU weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=60.0,
                         help="stop timing a method at longer n once one (weights, k, n) took longer than this")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
