@@ -26,7 +26,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("inn.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
     "report": ("inn.report:main", "render the HTML report from the workflow's tables and measurements"),
     "concat-tables": ("inn.tables:concat_main", "stack TSV tables with the same columns into one"),
-    "summarize-data": ("inn.data.summary:main", "summarise prepared corpora and walk sets as TSV"),
     "benchmark": ("inn.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
 
