@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
 from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning
@@ -88,12 +89,13 @@ def scale_recurrent(layer: nn.Module, radius: float) -> None:
 
 def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
     """An ImplicitGRU state_dict from a file: a plain state_dict or a checkpoint dict whose
-    ``"model"`` entry is one; keys under ``prefix`` (e.g. ``"encoder."``) are taken, stripped."""
+    ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is one; keys under
+    ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as exc:
         raise InnError(f"cannot read checkpoint {path}: {exc}") from exc
-    state = obj.get("model", obj) if isinstance(obj, dict) else None
+    state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
     if prefix and not prefix.endswith("."):
@@ -393,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding trained ImplicitGRU weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=60.0,
@@ -408,8 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``inn benchmark``."""
     args = build_parser().parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise InnError("--device cuda requested but CUDA is not available")
+    args.device = str(resolve_device(args.device))
     rows = run(args)
     fit_rows = fits(rows)
     write_csv(args.out, rows)

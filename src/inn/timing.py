@@ -142,8 +142,8 @@ def time_checkpoint(checkpoint: str, data: str, lengths: list[int], repeats: int
     POS models see windows of real dev tokens (so the implicit layer solves the systems its
     trained weights produce on real text); walk models see fresh walks with the model's b.
     """
+    from inn.device import resolve_device
     from inn.models import load_checkpoint
-    from inn.train import resolve_device
 
     device = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, device=device)

@@ -158,5 +158,12 @@ def benchmarked_runs():
     return [run for run in timed_runs() if run[2] == "inn"]
 
 
+def inn_hidden_size(wildcards):
+    """The INN's k for a task: configured, or (POS) the input feature size as in the paper."""
+    size = config["models"][wildcards.task]["inn_hidden_size"]
+    features = config["features"]
+    return size or features["word_dim"] + 6 * features["affix_dim"] + 8
+
+
 def run_files(pattern, runs):
     return [pattern.format(task=t, dataset=d, model=m, seed=s) for t, d, m, s in runs]

@@ -1,6 +1,7 @@
 # Runtime scaling (paper section 4): seconds to compute the hidden states of a batch against
 # sequence length, for every trained neural model of the timed data sets, fitted as a n^p; and
-# the implicit-layer benchmark (every solver against GRU/LSTM) on the trained INN weights.
+# the implicit-layer benchmark (every solver against GRU/LSTM) on the trained INN weights and
+# on fresh weights of the same size.
 
 
 rule time_model:
@@ -57,6 +58,7 @@ rule benchmark_implicit:
         model="inn",
     params:
         timing=config["timing"],
+        hidden=inn_hidden_size,
         tol=config["solver"]["tol"],
         device=config["device"],
     threads: config["resources"]["threads"]
@@ -67,7 +69,8 @@ rule benchmark_implicit:
     conda:
         ENV
     shell:
-        "python -m inn benchmark --checkpoint {input.checkpoint} --lengths {params.timing[lengths]}"
+        "python -m inn benchmark --checkpoint {input.checkpoint} --prefix rnn. --hidden {params.hidden}"
+        " --harder --lengths {params.timing[lengths]}"
         " --batch {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"
         " --threads {threads} --out {output} 2> {log}"
