@@ -1,6 +1,6 @@
 """A one-node SLURM cluster on localhost, for tests/test_slurm.py and for trying the profile.
 
-Debian's ``slurm-wlm`` and ``munge`` run one node on 127.0.0.1 in about ten seconds: munged
+Debian's ``slurm-wlm`` and ``munge`` run one node on 127.0.0.1 in a few seconds: munged
 with a key of its own on a private socket, slurmctld and slurmd as root on their own ports,
 two partitions (``cpu``, the default, and ``gpu``) on the one node, and one GPU declared as a
 generic resource backed by ``/dev/null``, so that jobs asking for ``--gpus=1`` are scheduled.
@@ -8,7 +8,7 @@ The daemons run in the foreground as children of the process that starts them; t
 are written under ``STATE`` and ``stop()`` ends exactly those processes, also when a
 previous run died without stopping them.
 
-What it takes (measured on Debian 12, SLURM 22.05):
+What it takes (Debian 12, SLURM 22.05; from issue 6, the first and last checked again here):
 
 - The config must be ``/etc/slurm/slurm.conf``: the plugin's job step drops the ``SLURM_*``
   variables, so ``SLURM_CONF`` does not reach the ``srun`` inside a job.
