@@ -8,7 +8,7 @@ The daemons run in the foreground as children of the process that starts them; t
 are written under ``STATE`` and ``stop()`` ends exactly those processes, also when a
 previous run died without stopping them.
 
-What it takes (Debian 12, SLURM 22.05; from issue 6, the first and last checked again here):
+What it takes (Debian 12, SLURM 22.05; from issue 6, the last one checked again here):
 
 - The config must be ``/etc/slurm/slurm.conf``: the plugin's job step drops the ``SLURM_*``
   variables, so ``SLURM_CONF`` does not reach the ``srun`` inside a job.
