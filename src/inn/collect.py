@@ -26,7 +26,7 @@ from inn import paper
 from inn.errors import InnError
 from inn.tables import write_tsv
 
-RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)/[^/]+$")
+RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
 SIZED = re.compile(r"^(?P<base>[a-z]+)-h(?P<size>\d+)$")
 
 
@@ -34,7 +34,8 @@ def run_key(path: str | Path) -> dict:
     """(task, dataset, model, seed) of a run from its file's path."""
     match = RUN_PATH.search(Path(path).as_posix())
     if not match:
-        raise InnError(f"{path}: not a run file (expected .../<task>/<dataset>/<model>/seed<N>/<file>)")
+        raise InnError(f"{path}: not a run file (expected .../<task>/<dataset>/<model>/seed<N>/<file> "
+                       "or .../seed<N>.<ext>)")
     key = match.groupdict()
     key["seed"] = int(key["seed"])
     return key
@@ -100,7 +101,7 @@ def table1(runs: pd.DataFrame) -> pd.DataFrame:
             "b": b, "inn_error": inn_mean, "inn_error_std": inn_std, "inn_seeds": len(inn),
             "bilstm_error": lstm_mean, "bilstm_error_std": lstm_std, "bilstm_seeds": len(bilstm),
             "bilstm_best_size": best_size, "bilstm_sizes": ",".join(
-                str(s) for s in sorted(group[group.base_model == "bilstm"]["size"].unique())),
+                str(int(s)) for s in sorted(group[group.base_model == "bilstm"]["size"].dropna().unique())),
             "paper_inn_error": theirs.get("inn", np.nan), "paper_bilstm_error": theirs.get("bilstm", np.nan),
         })
     columns = ["b", "inn_error", "inn_error_std", "inn_seeds", "bilstm_error", "bilstm_error_std",

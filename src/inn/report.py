@@ -74,7 +74,8 @@ def device_description() -> str:
 def scale_differences(config: dict, schema: Path) -> list[str]:
     """Settings of ``config`` that differ from the full reproduction (the schema's defaults).
 
-    Corpus locations are not a matter of scale and are left out.
+    Corpus locations, job resources and the scale label itself are not a matter of scale and
+    are left out.
     """
     defaults = validate_config({}, schema)
     differences: list[str] = []
@@ -82,7 +83,7 @@ def scale_differences(config: dict, schema: Path) -> list[str]:
     def walk(ours, theirs, path):
         if isinstance(ours, dict) and isinstance(theirs, dict):
             for key in ours:
-                if path == "" and key == "corpora":
+                if path == "" and key in ("corpora", "resources", "scale"):
                     continue
                 walk(ours[key], theirs.get(key), f"{path}.{key}" if path else key)
         elif ours != theirs:
@@ -166,7 +167,7 @@ def timing_figure(measurements: pd.DataFrame, fits: pd.DataFrame) -> str | None:
                              squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for model, group in measurements[measurements.task == task].groupby("model", sort=False):
-            per_n = group.groupby("n")["seconds"].mean()
+            per_n = group.groupby("n")["seconds"].min()
             line, = ax.loglog(per_n.index, per_n.values, "o", label=model)
             fit = fits[(fits.task == task) & (fits.model == model)]
             if not fit.empty:
@@ -189,6 +190,28 @@ def timing_figure(measurements: pd.DataFrame, fits: pd.DataFrame) -> str | None:
                title="implicit layer: solver iterations")
         ax.legend(fontsize=7)
     return figure_uri(fig)
+
+
+def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
+    """Forward+backward seconds per method (rows) and length (columns), one table per weight set.
+
+    A last column gives each method's time over the bidirectional GRU's at the longest n, the
+    figure the implicit layer's speed is judged by.
+    """
+    tables = []
+    for path in paths:
+        frame = pd.read_csv(path)
+        key = run_key(path)
+        for (weights, hidden), group in frame.groupby(["weights", "hidden"], sort=False):
+            pivot = group.pivot_table(index="method", columns="n", values="forward_backward_s", aggfunc="min")
+            pivot = pivot.reindex(list(dict.fromkeys(group.method)))
+            longest = pivot.columns.max()
+            if "bigru" in pivot.index:
+                pivot[f"x BiGRU at n={longest}"] = pivot[longest] / pivot.loc["bigru", longest]
+            pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
+            tables.append({"title": f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}",
+                           "table": pivot.reset_index()})
+    return tables
 
 
 def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
@@ -226,7 +249,6 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     """The report page as a string (see :func:`main` for the files it reads)."""
     histories = load_histories(histories)
     measurements, fits = _read(timing), _read(timing_fits)
-    bench = pd.concat([pd.read_csv(p) for p in benchmarks], ignore_index=True) if benchmarks else pd.DataFrame()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
@@ -248,7 +270,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         fits=fits,
         paper_timing=paper.TIMING,
         paper_wall_clock=paper.PAPER_WALL_CLOCK,
-        benchmark=bench,
+        benchmarks=benchmark_tables(benchmarks),
         config_yaml=yaml.safe_dump(config, sort_keys=False),
         versions=software_versions(),
         device=device_description(),

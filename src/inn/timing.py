@@ -89,10 +89,14 @@ def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[i
 
 
 def fit_table(measurements: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Fit ``t = a n^p`` to the mean time per length of every group in ``measurements``."""
+    """Fit ``t = a n^p`` to the fastest time per length of every group in ``measurements``.
+
+    The minimum over repeats is the least disturbed figure on a shared machine (other
+    processes only ever add time).
+    """
     rows = []
     for key, group in measurements.groupby(by, sort=False):
-        per_n = group.groupby("n")["seconds"].mean()
+        per_n = group.groupby("n")["seconds"].min()
         a, p, r2 = fit_power_law(per_n.index, per_n.values)
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2,

@@ -36,7 +36,7 @@ rule render_report:
         "logs/render_report.log",
     params:
         config=lambda wildcards: json.dumps(config),
-        schema=workflow.source_path("../schemas/config.schema.yaml"),
+        schema=Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
         tables=lambda wildcards, input: Path(input.tables[0]).parent,
         timing=lambda wildcards, input: (
             f"--timing {input.timing[1]} --timing-fits {input.timing[0]}" if input.timing else ""

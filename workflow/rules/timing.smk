@@ -49,7 +49,8 @@ rule benchmark_implicit:
     input:
         checkpoint=f"results/train/{RUN}/checkpoint.pt",
     output:
-        "results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv",
+        measurements="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv",
+        fits="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}_fits.csv",
     log:
         "logs/benchmark_implicit/{task}/{dataset}/{model}/seed{seed}.log",
     benchmark:
@@ -73,4 +74,4 @@ rule benchmark_implicit:
         " --harder --lengths {params.timing[lengths]}"
         " --batch {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"
-        " --threads {threads} --out {output} 2> {log}"
+        " --threads {threads} --out {output.measurements} --fits-out {output.fits} 2> {log}"
