@@ -89,7 +89,7 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", c
     if not profile.exists():
         slurm_profile(profile)
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
-               "--profile", str(profile), "--workflow-profile", "none", *TEST_OPTIONS, *args]
+               "--profile", str(profile), *TEST_OPTIONS, *args]
     if config is not None:
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         command += ["--configfile", str(workdir / "config.yaml")]
