@@ -137,7 +137,8 @@ def slurm_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_default_target_runs_as_slurm_jobs(cluster, tmp_path, tiny_config):
+def test_default_target_runs_as_slurm_jobs(cluster, tmp_path, tiny_workflow_config):
+    tiny_config = tiny_workflow_config
     code, dry = snakemake(tmp_path, "--dry-run", config=tiny_config, timeout=120)
     assert code == 0, dry[-3000:]
     planned = job_stats(dry)
@@ -165,7 +166,9 @@ def test_default_target_runs_as_slurm_jobs(cluster, tmp_path, tiny_config):
     code, again = snakemake(tmp_path, "--dry-run", config=tiny_config, timeout=120)
     assert code == 0 and "Nothing to be done" in again, again[-3000:]
     pos = pd.read_csv(tmp_path / "results/tables/data_pos.tsv", sep="\t")
-    assert set(pos.corpus) == {"ewt", "ptb_sample"}
+    assert set(pos.corpus) == {"ptb_sample"}
+    assert {"train_model", "time_model", "render_report"} <= {job["rule"] for job in jobs}
+    assert (tmp_path / "results/report/index.html").stat().st_size > 0
 
 
 def test_gpu_jobs_get_the_gpu_partition_and_a_gpu(cluster, tmp_path):

@@ -11,25 +11,6 @@ import pytest
 from test_workflow import snakemake
 
 
-def _tiny_training(config: dict) -> dict:
-    small = {"max_epochs": 1, "max_train": 30, "max_dev": 10, "patience": 1}
-    return {
-        **config,
-        "scale": "test",
-        "device": "cpu",
-        "corpora": {**config["corpora"], "ewt": {**config["corpora"]["ewt"], "enabled": False}},
-        "walks": {**config["walks"], "b": [0.5]},
-        "models": {
-            "pos": {"run": ["inn", "bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1},
-            "walks": {"run": ["inn", "bilstm"], "inn_hidden_size": 5, "bilstm_hidden_sizes": [4]},
-        },
-        "solver": {"max_iter": 10, "krylov_max_iter": 10},
-        "training": {"pos": small, "walks": small},
-        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
-        "timing": {"lengths": [4, 8], "repeats": 1, "benchmark": {"methods": ["paper", "newton_krylov"], "repeats": 1}},
-    }
-
-
 def test_training_rules_in_the_full_dry_run():
     result = snakemake("-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr
@@ -44,8 +25,8 @@ def test_comparison_preset_is_valid():
 
 
 @pytest.mark.workflow
-def test_train_and_evaluate_end_to_end(tmp_path, tiny_config):
-    config = _tiny_training(tiny_config)
+def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config):
+    config = tiny_workflow_config
     result = snakemake(workdir=tmp_path, config=config)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [("pos", "ptb_sample", m) for m in ("inn", "bilstm", "perceptron")]
@@ -88,9 +69,9 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_config):
 
 
 @pytest.mark.workflow
-def test_a_restarted_training_job_resumes(tmp_path, tiny_config):
+def test_a_restarted_training_job_resumes(tmp_path, tiny_workflow_config):
     """A job killed after its first epoch leaves last.pt; the rerun continues from it."""
-    config = _tiny_training(tiny_config)
+    config = tiny_workflow_config
     config["training"]["walks"] = {**config["training"]["walks"], "max_epochs": 2, "patience": 5}
     config["models"]["walks"]["run"] = ["bilstm"]
     target = "results/train/walks/b0.5/bilstm-h4/seed1/checkpoint.pt"
