@@ -63,6 +63,8 @@ class Row:
     batch: int
     device: str
     dtype: str
+    threads: int = 0
+    clock: str = "wall"
     forward_s: float = float("nan")
     forward_backward_s: float = float("nan")
     newton_mean: float = float("nan")
@@ -111,21 +113,26 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
-    """Minimum wall time of each function over ``repeats`` rounds, after one warm-up round.
+def _time_interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int, device: torch.device, clock: str = "wall"
+) -> dict[str, float]:
+    """Minimum time of each function over ``repeats`` rounds, after one warm-up round.
 
     The functions take turns within each round, so a burst of load from other processes on a
     shared machine hits all of them alike, and the minimum is the least disturbed figure.
+    ``clock="process"`` measures this process's CPU time instead of wall time: with one
+    thread (``--threads 1``) it is the compute time, nearly immune to other processes.
     """
+    now = time.process_time if clock == "process" else time.perf_counter
     best = {name: math.inf for name in fns}
     for round_ in range(repeats + 1):
         for name, fn in fns.items():
             _sync(device)
-            start = time.perf_counter()
+            start = now()
             fn()
             _sync(device)
             if round_:
-                best[name] = min(best[name], time.perf_counter() - start)
+                best[name] = min(best[name], now() - start)
     return best
 
 
@@ -228,15 +235,23 @@ def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object]
     return forward, forward_backward
 
 
-def _solver_figures(layer, xi, mask, target) -> dict:
-    """Iterations and residuals of one forward and one forward+backward (not timed)."""
+def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
+    """Iterations and residuals of one forward and one forward+backward, and their times."""
+    now = time.process_time if clock == "process" else time.perf_counter
     out: dict = {}
     forward, forward_backward = _implicit_closures(layer, xi, mask, target)
+    _sync(device)
+    start = now()
     forward()
+    _sync(device)
+    out["forward_s"] = now() - start
     st = layer.last_stats.summary()
     out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
                function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
+    start = now()
     forward_backward()
+    _sync(device)
+    out["forward_backward_s"] = now() - start
     bst = layer.last_backward_stats
     if bst is not None:
         its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
@@ -285,32 +300,35 @@ def run(args: argparse.Namespace) -> list[Row]:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
             mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
-            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype)
+            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
+                          threads=torch.get_num_threads(), clock=args.clock)
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
             for method in args.methods:
                 row = row_of[method] = Row(method=method, **common)
                 if method in slow:
-                    row.note = f"skipped: a shorter n took over {args.max_seconds:g}s"
+                    row.note = "skipped: too slow at a shorter n (--max-seconds)"
                     continue
                 solver, options = METHODS[method]
                 layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
                 layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
-                start = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    for key, value in _solver_figures(layer, xi, mask, target).items():
+                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock).items():
                         setattr(row, key, value)
-                if time.perf_counter() - start > args.max_seconds / (args.repeats + 1):
-                    slow.add(method)  # time it at this n, not at longer ones
+                if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
+                    # too slow to repeat: keep this one measurement, skip longer n
+                    slow.add(method)
+                    row.note = "timed once"
+                    continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
             for kind in args.baselines:
                 row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
                 closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                times = _time_interleaved(closures, args.repeats, device)
+                times = _time_interleaved(closures, args.repeats, device, args.clock)
             for name, row in row_of.items():
                 if name + "/fwd" in times:
                     row.forward_s = times[name + "/fwd"]
@@ -397,8 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=60.0,
-                        help="stop timing a method at longer n once one (weights, k, n) took longer than this")
+                        help="budget per method and (weights, k, n): a method whose forward+backward takes over "
+                             "max-seconds / (repeats + 1) is timed once and skipped at longer n")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--clock", choices=["wall", "process"], default="wall",
+                        help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
+                             "busy machine: it measures work, not the neighbours' load)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")
     parser.add_argument("--fits-out", help="CSV of the fits (default: beside --out, *_fits.csv)")
@@ -410,6 +432,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise InnError("--device cuda requested but CUDA is not available")
+    if args.clock == "process" and not args.device.startswith("cpu"):
+        raise InnError("--clock process measures CPU time: use it with --device cpu")
     rows = run(args)
     fit_rows = fits(rows)
     write_csv(args.out, rows)
