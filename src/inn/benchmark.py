@@ -340,6 +340,51 @@ def run(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+def jvp_variants(args: argparse.Namespace) -> list[dict]:
+    """Time the three ways of forming J V at a solution: the analytic linearisation (what the
+    solvers use), ``torch.func.jvp`` and the double-backward trick (both kept as test
+    references). The analytic one pays its setup (``linearize``) once per Newton step."""
+    from inn.nn import ImplicitGRU
+
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    out = []
+    for k in args.hidden:
+        layer = ImplicitGRU(k, k).to(device=device, dtype=dtype)
+        gen = torch.Generator().manual_seed(args.seed)
+        n = 40 if 40 in args.lengths else args.lengths[len(args.lengths) // 2]
+        xi = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
+        mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
+        system = layer.system(xi, mask)
+        with torch.no_grad():
+            H = system.F(system.F(torch.zeros(system.shape, device=device, dtype=dtype)))
+            lin = system.linearize(H)
+        V = torch.randn(system.shape, generator=gen).to(device=device, dtype=dtype)
+
+        def double_backward():
+            Hg = H.detach().requires_grad_(True)
+            FH = system.F(Hg)
+            W = torch.zeros_like(FH, requires_grad=True)
+            (g,) = torch.autograd.grad(FH, Hg, W, create_graph=True)
+            return torch.autograd.grad(g, W, V)[0]
+
+        fns = {
+            "F": lambda: system.F(H),
+            "linearize": lambda: system.linearize(H),
+            "analytic_jvp": lambda: lin.jvp(V),
+            "analytic_vjp": lambda: lin.vjp(V),
+            "red_black_sweep": lambda: system.sweep(H),
+            "torch_func_jvp": lambda: torch.func.jvp(system.F, (H,), (V,)),
+            "double_backward_jvp": double_backward,
+        }
+        with torch.no_grad():
+            times = _time_interleaved({name: fns[name] for name in fns if name != "double_backward_jvp"},
+                                      args.repeats, device, args.clock)
+        times.update(_time_interleaved({"double_backward_jvp": double_backward}, args.repeats, device, args.clock))
+        for name, seconds in times.items():
+            out.append({"hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
+    return out
+
+
 def fits(rows: list[Row]) -> list[dict]:
     """t = a n^p per (weights, hidden, method), for forward and forward+backward times."""
     groups: dict[tuple, list[Row]] = {}
@@ -422,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
                              "busy machine: it measures work, not the neighbours' load)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jvp-only", action="store_true",
+                        help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
     parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")
     parser.add_argument("--fits-out", help="CSV of the fits (default: beside --out, *_fits.csv)")
     return parser
@@ -434,6 +481,17 @@ def main(argv: list[str] | None = None) -> None:
         raise InnError("--device cuda requested but CUDA is not available")
     if args.clock == "process" and not args.device.startswith("cpu"):
         raise InnError("--clock process measures CPU time: use it with --device cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.jvp_only:
+        variants = jvp_variants(args)
+        with atomic_open(args.out, newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(variants[0]))
+            writer.writeheader()
+            writer.writerows(variants)
+        for v in variants:
+            print(f"k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
+        return
     rows = run(args)
     fit_rows = fits(rows)
     write_csv(args.out, rows)
