@@ -29,7 +29,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -37,7 +37,7 @@ from torch import nn
 
 from inn.errors import InnError
 from inn.io import atomic_open
-from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning
+from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,7 @@ depend on what it is batched with.
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from typing import Any
 
 import torch
@@ -37,7 +35,6 @@ from torch import Tensor, nn
 
 from inn.errors import InnError
 
-log = logging.getLogger(__name__)
 
 
 def _neighbours(H: Tensor, next_real: Tensor, h_start: Tensor, h_end: Tensor) -> tuple[Tensor, Tensor]:
