@@ -29,7 +29,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -38,7 +38,7 @@ from torch import nn
 from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
-from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning
+from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ class Row:
     batch: int
     device: str
     dtype: str
+    threads: int = 0
+    clock: str = "wall"
     forward_s: float = float("nan")
     forward_backward_s: float = float("nan")
     newton_mean: float = float("nan")
@@ -113,21 +115,26 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
-    """Minimum wall time of each function over ``repeats`` rounds, after one warm-up round.
+def _time_interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int, device: torch.device, clock: str = "wall"
+) -> dict[str, float]:
+    """Minimum time of each function over ``repeats`` rounds, after one warm-up round.
 
     The functions take turns within each round, so a burst of load from other processes on a
     shared machine hits all of them alike, and the minimum is the least disturbed figure.
+    ``clock="process"`` measures this process's CPU time instead of wall time: with one
+    thread (``--threads 1``) it is the compute time, nearly immune to other processes.
     """
+    now = time.process_time if clock == "process" else time.perf_counter
     best = {name: math.inf for name in fns}
     for round_ in range(repeats + 1):
         for name, fn in fns.items():
             _sync(device)
-            start = time.perf_counter()
+            start = now()
             fn()
             _sync(device)
             if round_:
-                best[name] = min(best[name], time.perf_counter() - start)
+                best[name] = min(best[name], now() - start)
     return best
 
 
@@ -230,15 +237,23 @@ def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object]
     return forward, forward_backward
 
 
-def _solver_figures(layer, xi, mask, target) -> dict:
-    """Iterations and residuals of one forward and one forward+backward (not timed)."""
+def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
+    """Iterations and residuals of one forward and one forward+backward, and their times."""
+    now = time.process_time if clock == "process" else time.perf_counter
     out: dict = {}
     forward, forward_backward = _implicit_closures(layer, xi, mask, target)
+    _sync(device)
+    start = now()
     forward()
+    _sync(device)
+    out["forward_s"] = now() - start
     st = layer.last_stats.summary()
     out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
                function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
+    start = now()
     forward_backward()
+    _sync(device)
+    out["forward_backward_s"] = now() - start
     bst = layer.last_backward_stats
     if bst is not None:
         its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
@@ -287,32 +302,35 @@ def run(args: argparse.Namespace) -> list[Row]:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
             mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
-            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype)
+            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
+                          threads=torch.get_num_threads(), clock=args.clock)
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
             for method in args.methods:
                 row = row_of[method] = Row(method=method, **common)
                 if method in slow:
-                    row.note = f"skipped: a shorter n took over {args.max_seconds:g}s"
+                    row.note = "skipped: too slow at a shorter n (--max-seconds)"
                     continue
                 solver, options = METHODS[method]
                 layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
                 layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
-                start = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    for key, value in _solver_figures(layer, xi, mask, target).items():
+                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock).items():
                         setattr(row, key, value)
-                if time.perf_counter() - start > args.max_seconds / (args.repeats + 1):
-                    slow.add(method)  # time it at this n, not at longer ones
+                if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
+                    # too slow to repeat: keep this one measurement, skip longer n
+                    slow.add(method)
+                    row.note = "timed once"
+                    continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
             for kind in args.baselines:
                 row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
                 closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                times = _time_interleaved(closures, args.repeats, device)
+                times = _time_interleaved(closures, args.repeats, device, args.clock)
             for name, row in row_of.items():
                 if name + "/fwd" in times:
                     row.forward_s = times[name + "/fwd"]
@@ -322,6 +340,51 @@ def run(args: argparse.Namespace) -> list[Row]:
                          weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
                          row.krylov_mean, row.residual_max, row.failed, row.note)
     return rows
+
+
+def jvp_variants(args: argparse.Namespace) -> list[dict]:
+    """Time the three ways of forming J V at a solution: the analytic linearisation (what the
+    solvers use), ``torch.func.jvp`` and the double-backward trick (both kept as test
+    references). The analytic one pays its setup (``linearize``) once per Newton step."""
+    from inn.nn import ImplicitGRU
+
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    out = []
+    for k in args.hidden:
+        layer = ImplicitGRU(k, k).to(device=device, dtype=dtype)
+        gen = torch.Generator().manual_seed(args.seed)
+        n = 40 if 40 in args.lengths else args.lengths[len(args.lengths) // 2]
+        xi = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
+        mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
+        system = layer.system(xi, mask)
+        with torch.no_grad():
+            H = system.F(system.F(torch.zeros(system.shape, device=device, dtype=dtype)))
+            lin = system.linearize(H)
+        V = torch.randn(system.shape, generator=gen).to(device=device, dtype=dtype)
+
+        def double_backward():
+            Hg = H.detach().requires_grad_(True)
+            FH = system.F(Hg)
+            W = torch.zeros_like(FH, requires_grad=True)
+            (g,) = torch.autograd.grad(FH, Hg, W, create_graph=True)
+            return torch.autograd.grad(g, W, V)[0]
+
+        fns = {
+            "F": lambda: system.F(H),
+            "linearize": lambda: system.linearize(H),
+            "analytic_jvp": lambda: lin.jvp(V),
+            "analytic_vjp": lambda: lin.vjp(V),
+            "red_black_sweep": lambda: system.sweep(H),
+            "torch_func_jvp": lambda: torch.func.jvp(system.F, (H,), (V,)),
+            "double_backward_jvp": double_backward,
+        }
+        with torch.no_grad():
+            times = _time_interleaved({name: fns[name] for name in fns if name != "double_backward_jvp"},
+                                      args.repeats, device, args.clock)
+        times.update(_time_interleaved({"double_backward_jvp": double_backward}, args.repeats, device, args.clock))
+        for name, seconds in times.items():
+            out.append({"hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
+    return out
 
 
 def fits(rows: list[Row]) -> list[dict]:
@@ -399,9 +462,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=60.0,
-                        help="stop timing a method at longer n once one (weights, k, n) took longer than this")
+                        help="budget per method and (weights, k, n): a method whose forward+backward takes over "
+                             "max-seconds / (repeats + 1) is timed once and skipped at longer n")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--clock", choices=["wall", "process"], default="wall",
+                        help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
+                             "busy machine: it measures work, not the neighbours' load)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jvp-only", action="store_true",
+                        help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
     parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")
     parser.add_argument("--fits-out", help="CSV of the fits (default: beside --out, *_fits.csv)")
     return parser
@@ -411,6 +480,19 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``inn benchmark``."""
     args = build_parser().parse_args(argv)
     args.device = str(resolve_device(args.device))
+    if args.clock == "process" and not args.device.startswith("cpu"):
+        raise InnError("--clock process measures CPU time: use it with --device cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.jvp_only:
+        variants = jvp_variants(args)
+        with atomic_open(args.out, newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(variants[0]))
+            writer.writeheader()
+            writer.writerows(variants)
+        for v in variants:
+            print(f"k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
+        return
     rows = run(args)
     fit_rows = fits(rows)
     write_csv(args.out, rows)

@@ -68,8 +68,10 @@ class ImplicitBackward(torch.autograd.Function):
         return u, None, None, None
 
 
-def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: Any) -> Tensor:
-    """F(H*) with autograd, whose backward goes through the implicit-function theorem."""
+def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: Any, X: Tensor | None = None) -> Tensor:
+    """F(H*) with autograd, whose backward goes through the implicit-function theorem.
+
+    ``X``: the input terms W xi + b, already computed with a graph by the caller."""
     H = H.detach()
-    FH = layer.transition(xi, H, mask)
+    FH = layer.transition(xi, H, mask, X)
     return ImplicitBackward.apply(FH, layer, system, H)

@@ -26,9 +26,7 @@ depend on what it is batched with.
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from typing import Any
 
 import torch
@@ -37,7 +35,6 @@ from torch import Tensor, nn
 
 from inn.errors import InnError
 
-log = logging.getLogger(__name__)
 
 
 def _neighbours(H: Tensor, next_real: Tensor, h_start: Tensor, h_end: Tensor) -> tuple[Tensor, Tensor]:
@@ -249,11 +246,20 @@ class GRUSystem:
         neighbours, then odd positions from the new even ones. Same fixed points as F, the
         same cost (each half evaluates the cell at half the positions), and on this
         nearest-neighbour system it contracts about like two plain F steps."""
+        B, n, k = H.shape
         H = H.clone()
+        hs = self.h_start.expand(B, 1, k)
+        he = self.h_end.expand(B, 1, k)
         for parity in (0, 1):
-            prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
             sl = slice(parity, None, 2)
-            h, _ = cell(self.X[:, sl], prev[:, sl], nxt[:, sl], *self.weights)
+            m = len(range(parity, n, 2))
+            # neighbours of positions parity, parity + 2, ...: only the half that is updated
+            prev = H[:, 0::2][:, :m] if parity else torch.cat([hs, H[:, 1::2]], 1)[:, :m]
+            nxt = H[:, parity + 1 :: 2]
+            if nxt.shape[1] < m:
+                nxt = torch.cat([nxt, he], 1)
+            nxt = torch.where(self.next_real[:, sl].unsqueeze(-1), nxt, he)
+            h, _ = cell(self.X[:, sl], prev, nxt, *self.weights)
             H[:, sl] = h * self.maskf[:, sl]
         return H
 
@@ -394,18 +400,25 @@ class ImplicitGRU(nn.Module):
         """W x_t + b for all five gates at once: (B, n, input_size) -> (B, n, 5k)."""
         return Fn.linear(xi, self.weight_x, self.bias)
 
-    def system(self, xi: Tensor, mask: Tensor) -> GRUSystem:
-        """The detached equations for this batch (what the solvers work on)."""
-        with torch.no_grad():
-            X = self.input_terms(xi)
+    def system(self, xi: Tensor, mask: Tensor, X: Tensor | None = None) -> GRUSystem:
+        """The detached equations for this batch (what the solvers work on); ``X`` are the
+        input terms if already computed."""
+        if X is None:
+            with torch.no_grad():
+                X = self.input_terms(xi)
+        X = X.detach()
         weights = (self.weight_pn.detach(), self.weight_zr.detach(), self.weight_c.detach())
         return GRUSystem(X, mask.bool(), weights, self.h_start.detach(), self.h_end.detach())
 
-    def transition(self, xi: Tensor, H: Tensor, mask: Tensor) -> Tensor:
-        """F(H): one evaluation of the implicit definition, with autograd (padded rows zero)."""
+    def transition(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None = None) -> Tensor:
+        """F(H): one evaluation of the implicit definition, with autograd (padded rows zero).
+
+        ``X``: the input terms ``input_terms(xi)`` when the caller has them (saves a product).
+        """
         mask = mask.bool()
         prev, nxt = _neighbours(H, _next_real(mask), self.h_start, self.h_end)
-        h, _ = cell(self.input_terms(xi), prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
+        X = self.input_terms(xi) if X is None else X
+        h, _ = cell(X, prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
         return h * mask.unsqueeze(-1).to(h.dtype)
 
     def forward(self, xi: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -419,10 +432,12 @@ class ImplicitGRU(nn.Module):
         mask = mask.bool()
         if xi.shape[1] == 0:
             return xi.new_zeros(xi.shape[0], 0, self.hidden_size)
-        system = self.system(xi, mask)
+        needs_grad = torch.is_grad_enabled() and (xi.requires_grad or any(p.requires_grad for p in self.parameters()))
+        X = self.input_terms(xi)  # (B, n, 5k); with a graph when gradients are wanted
+        system = self.system(xi, mask, X)
         with torch.no_grad():
             H, stats = solve(system, self.solver, **self.options)
         self.last_stats = stats
-        if not torch.is_grad_enabled() or not (xi.requires_grad or any(p.requires_grad for p in self.parameters())):
+        if not needs_grad:
             return H
-        return implicit_solution(self, xi, mask, H, system)
+        return implicit_solution(self, xi, mask, H, system, X)

@@ -60,6 +60,16 @@ SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
 #: default outer-iteration limits
 DEFAULT_MAX_ITER = {"newton_krylov": 40, "newton_direct": 20, "anderson": 200, "fixed_point": 500}
 
+#: default starting candidates (in order; later ones only for sequences that failed): Newton
+#: wants a point near the solution, F(0) is one evaluation away; Anderson's first sweep from
+#: zero is as good as the paper's one-step guess (which costs two sequential GRU sweeps)
+DEFAULT_CANDIDATES = {
+    "newton_krylov": ("F0", "one_step", "random"),
+    "newton_direct": ("F0", "one_step", "random"),
+    "anderson": ("zeros", "one_step", "random"),
+    "fixed_point": ("zeros", "one_step", "random"),
+}
+
 #: options :func:`solve` itself takes (besides each solver's own)
 COMMON_OPTIONS = ("tol", "max_iter", "candidates", "candidate_mode", "seed", "strict")
 
@@ -88,7 +98,7 @@ def solve(
     *,
     tol: float = 1e-4,
     max_iter: int | None = None,
-    candidates: Sequence[str] = ("one_step", "random"),
+    candidates: Sequence[str] | None = None,
     candidate_mode: str = "fallback",
     seed: int = 0,
     strict: bool = False,
@@ -105,7 +115,8 @@ def solve(
         tol: relative residual ||H - F(H)|| / ||H|| to reach, per sequence.
         max_iter: outer iteration limit (default per method, :data:`DEFAULT_MAX_ITER`).
         candidates: starting points, in order: ``"one_step"`` (the paper's guess from a
-            forward and a backward GRU sweep), ``"random"``, ``"zeros"``, ``"F0"``.
+            forward and a backward GRU sweep), ``"random"``, ``"zeros"``, ``"F0"`` (F(0));
+            default per method, :data:`DEFAULT_CANDIDATES`.
         candidate_mode: ``"parallel"`` (the paper: all candidates at once, a sequence stops
             when one of its candidates converges, the earliest wins) or ``"fallback"`` (the
             next candidate only for sequences the previous ones failed: cheaper).
@@ -125,6 +136,8 @@ def solve(
     check_options(method, options)
     if candidate_mode not in ("parallel", "fallback"):
         raise InnError(f"candidate_mode must be 'parallel' or 'fallback', not {candidate_mode!r}")
+    if candidates is None:
+        candidates = DEFAULT_CANDIDATES[method]
     if not candidates:
         raise InnError("need at least one starting candidate")
     solver = SOLVERS[method]

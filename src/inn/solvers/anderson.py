@@ -56,9 +56,8 @@ def anderson_iterate(
     dev, dt = x.device, x.dtype
     tiny = torch.finfo(dt).tiny
     reg = max(regularization, 100 * torch.finfo(dt).eps)
-    X_hist: list[Tensor] = []
-    G_hist: list[Tensor] = []
-    F_hist: list[Tensor] = []
+    Xb = Gb = Fb = None
+    stored = 0
     best_x = x.clone()
     best_res = torch.full((B,), float("inf"), dtype=dt, device=dev)
     threshold = torch.full((B,), float(tol), dtype=dt, device=dev)
@@ -79,7 +78,7 @@ def anderson_iterate(
             res0 = res.clone()
         finite = torch.isfinite(res)
         improve = ~done & finite & (res < best_res)
-        best_x = torch.where(bcast(improve, x), x, best_x)
+        best_x = x if bool(improve.all()) else torch.where(bcast(improve, x), x, best_x)
         best_res = torch.where(improve, res, best_res)
         bad = ~done & ~finite
         diverged = ~done & finite & (res > divergence_factor * res0.clamp_min(tiny))
@@ -107,14 +106,17 @@ def anderson_iterate(
         if memory <= 0:
             x_next = x + beta * g
         else:
-            X_hist.append(x.reshape(B, -1))
-            G_hist.append(g.reshape(B, -1))
-            F_hist.append(fx.reshape(B, -1))
-            if len(X_hist) > memory:
-                X_hist.pop(0), G_hist.pop(0), F_hist.pop(0)
-            m = len(G_hist)
-            Gm = torch.stack(G_hist, 1)  # (B, m, N)
-            gram = Gm @ Gm.mT  # (B, m, m)
+            if Xb is None:  # ring buffers of the last ``memory`` iterates (B, m, N): no re-stacking
+                Xb = x.new_empty(B, memory, x[0].numel())  # slots are written before they are read
+                Gb, Fb = torch.empty_like(Xb), torch.empty_like(Xb)
+            slot = stored % memory
+            Xb[:, slot] = x.reshape(B, -1)
+            Gb[:, slot] = g.reshape(B, -1)
+            Fb[:, slot] = fx.reshape(B, -1)
+            stored += 1
+            m = min(stored, memory)
+            Gm = Gb[:, :m]
+            gram = Gm @ Gm.mT  # (B, m, m); the order of the slots does not matter
             diag = torch.diagonal(gram, dim1=-2, dim2=-1).mean(-1).clamp_min(tiny)
             gram = gram + reg * diag.view(B, 1, 1) * torch.eye(m, dtype=dt, device=dev)
             # minimise alpha^T gram alpha subject to sum(alpha) = 1: alpha ~ gram^{-1} 1
@@ -122,14 +124,13 @@ def anderson_iterate(
             alpha = sol / sol.sum(1, keepdim=True)
             usable = (info == 0) & torch.isfinite(alpha).all(1).squeeze(-1)
             last = torch.zeros(B, m, 1, dtype=dt, device=dev)
-            last[:, -1] = 1
+            last[:, slot] = 1
             alpha = torch.where(bcast(usable, alpha), alpha, last)
-            Fm = torch.stack(F_hist, 1)
-            Xm = torch.stack(X_hist, 1)
-            x_next = (beta * (alpha.mT @ Fm) + (1 - beta) * (alpha.mT @ Xm)).reshape(x.shape)
+            x_next = (alpha.mT @ Fb[:, :m]).reshape(x.shape)
+            if beta != 1.0:
+                x_next = beta * x_next + (1 - beta) * (alpha.mT @ Xb[:, :m]).reshape(x.shape)
         # finished or failed samples stop moving (their rows cost a little, but stay put)
-        x = torch.where(bcast(done, x), best_x, x_next)
-        x = torch.where(torch.isfinite(x), x, torch.zeros_like(x))
+        x = torch.where(bcast(done, x), best_x, x_next) if bool(done.any()) else x_next
     if true_residual is not None:
         # samples that ran out of iterations: report their true residual too
         unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
