@@ -11,10 +11,11 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
-        rules.summarize_data.output,
-        all_metrics(),
+        rules.render_report.output,
     default_target: True

@@ -128,3 +128,26 @@ def test_guarded_batched_solve_matches_unbatched_at_bug_size():
     x = batched_solve(A, rhs)
     ref = torch.stack([torch.linalg.solve(A[i], rhs[i]) for i in range(3)])
     assert torch.allclose(x, ref, atol=1e-4)
+
+
+def test_red_black_sweeps_share_the_fixed_points():
+    layer = make_layer(scale=1.5)
+    for n in (5, 6):  # odd and even lengths: the parity bookkeeping differs
+        xi, mask = make_batch(B=3, n=n, lengths=[n, n - 2, 1])
+        system = layer.system(xi, mask)
+        H, _ = solve(system, "newton_direct", tol=1e-13)
+        assert torch.allclose(system.sweep(H), H, atol=1e-12)
+        lin = system.linearize(H)
+        g = torch.randn_like(H) * mask.unsqueeze(-1)
+        A = lambda u: u - lin.vjp(u)  # noqa: E731
+        u = block_tridiagonal_solve_transposed(lin.blocks, g)
+        assert torch.allclose(A(u), g, atol=1e-11)
+        assert torch.allclose(lin.adjoint_sweep(u, g), u, atol=1e-11)
+        # and one sweep from elsewhere equals two half steps of plain Gauss-Seidel
+        v = torch.randn_like(H) * mask.unsqueeze(-1)
+        even = torch.zeros_like(v)
+        even[:, 0::2] = (g + lin.vjp(v))[:, 0::2]
+        even[:, 1::2] = v[:, 1::2]
+        expected = even.clone()
+        expected[:, 1::2] = (g + lin.vjp(even))[:, 1::2]
+        assert torch.allclose(lin.adjoint_sweep(v, g), expected * mask.unsqueeze(-1), atol=1e-12)

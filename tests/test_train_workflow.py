@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -25,6 +26,7 @@ def _tiny_training(config: dict) -> dict:
         "solver": {"max_iter": 10, "krylov_max_iter": 10},
         "training": {"pos": small, "walks": small},
         "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
+        "timing": {"lengths": [4, 8], "repeats": 1, "benchmark": {"methods": ["paper", "newton_krylov"], "repeats": 1}},
     }
 
 
@@ -66,6 +68,23 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_config):
     assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(inn.columns)
     metrics = json.loads((tmp_path / "results/eval/pos/ptb_sample/inn/seed1/metrics.json").read_text())
     assert metrics["hidden_size"] == 48 and metrics["training"]["max_train"] == 30  # INN k = feature size
+    # The default target is the report: tables, timing and benchmark filled from these runs.
+    tables = tmp_path / "results/tables"
+    table2 = pd.read_csv(tables / "table2.tsv", sep="\t")
+    ours = table2[table2.run == "ours"].set_index("model")
+    assert list(ours.index) == ["bilstm", "inn", "perceptron"]
+    inn = json.loads((tmp_path / "results/eval/pos/ptb_sample/inn/seed1/metrics.json").read_text())
+    assert ours.loc["inn", "accuracy"] == pytest.approx(inn["accuracy"], rel=1e-5)  # TSVs keep 6 digits
+    table1 = pd.read_csv(tables / "table1.tsv", sep="\t")
+    assert table1.b.tolist() == [0.5] and table1.bilstm_best_size.tolist() == [4]
+    timing = pd.read_csv(tables / "timing.tsv", sep="\t")
+    assert {(t, m) for t, m in zip(timing.task, timing.model)} == {
+        ("pos", "inn"), ("pos", "bilstm"), ("walks", "inn"), ("walks", "bilstm-h4")}
+    assert timing.n_min.eq(4).all() and timing.n_max.eq(8).all()
+    html = (tmp_path / "results/report/index.html").read_text()
+    assert "Reduced scale" in html and "Implicit-layer benchmark" in html
+    parsed = pd.read_html(io.StringIO(html), attrs={"id": "table2"})[0]
+    assert pd.to_numeric(parsed["accuracy"].iloc[:3]).tolist() == pytest.approx(ours.accuracy.round(2).tolist())
 
 
 @pytest.mark.workflow

@@ -73,6 +73,11 @@ def test_first_post_change_step_gets_a_uniform_fraction_of_the_bias():
     assert abs(first.var() - (1 + b**2 / 12)) < 0.3  # unit noise plus b * U(0, 1]
 
 
+def test_fixed_length_walks():
+    walks = generate_walks(30, 0.5, DIM, seed=5, max_len=60, min_len=60)
+    assert {len(y) for _, y in walks} == {60}
+
+
 def test_seeds_reproducible_and_distinct(tmp_path):
     a = generate_walks(50, 0.5, DIM, seed=7)
     b = generate_walks(50, 0.5, DIM, seed=7)

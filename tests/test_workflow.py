@@ -76,3 +76,14 @@ def test_data_stage_end_to_end(tmp_path, tiny_config):
     # Nothing left to do: a second run is a no-op.
     again = snakemake("-n", "summarize_data", workdir=tmp_path, config=tiny_config)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_changed_config_value_reruns_only_what_depends_on_it(tmp_path, tiny_config):
+    tiny_config["corpora"]["ewt"]["enabled"] = False
+    assert snakemake("summarize_data", workdir=tmp_path, config=tiny_config).returncode == 0
+    tiny_config["walks"]["dim"] = 5
+    dry = snakemake("-n", "summarize_data", workdir=tmp_path, config=tiny_config)
+    jobs = dry.stdout + dry.stderr
+    assert "generate_walks" in jobs and "summarize_data" in jobs
+    assert "prepare_corpus" not in jobs  # the corpus does not depend on the walk dimension

@@ -21,7 +21,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("inn.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "train-perceptron": ("inn.perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
+    "time-model": ("inn.timing:time_model_main", "time a trained model's hidden states against sequence length"),
+    "fit-timing": ("inn.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
+    "collect": ("inn.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
+    "report": ("inn.report:main", "render the HTML report from the workflow's tables and measurements"),
     "concat-tables": ("inn.tables:concat_main", "stack TSV tables with the same columns into one"),
+    "benchmark": ("inn.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
 
 

@@ -135,7 +135,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder."""
     from inn.models import load_checkpoint
-    from inn.train import resolve_device
+    from inn.device import resolve_device
 
     dev = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, device=dev)

@@ -37,6 +37,7 @@ import torch.nn.functional as Fn
 from tqdm import tqdm
 
 from inn import batches as B
+from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import torch_save
 from inn.models import CHECKPOINT_FORMAT, ModelConfig, SequenceLabeler, build_model, parse_model_name
@@ -79,17 +80,6 @@ MODEL_OPTIONS = {"hidden_size", "solver", "solver_options", "trainable_boundary"
 
 #: settings that may change between an interrupted run and its resumption
 RESUMABLE_CHANGES = {"max_epochs", "patience"}
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InnError("device: cuda was asked for, but torch sees no CUDA device (use auto or cpu)")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise InnError(f"device must be auto, cpu or cuda, not {device!r}")
-    return torch.device(device)
 
 
 # --------------------------------------------------------------------------- data

@@ -127,3 +127,43 @@ def model_settings(wildcards):
 
 def gpus(wildcards):
     return 0 if config["device"] == "cpu" else 1
+
+
+# --------------------------------------------------------------------------- timing and report
+
+
+def timed_datasets():
+    """(task, dataset) whose trained models the timing stage measures."""
+    timing = config["timing"]
+    if not timing["enabled"]:
+        return []
+    corpora = pos_corpora()
+    pos = timing["pos_corpus"] or ("wsj" if "wsj" in corpora else (corpora[0] if corpora else None))
+    wanted = {("pos", pos), ("walks", f"b{timing['walk_b']:g}")}
+    return sorted({(t, d) for t, d, _, _ in training_runs() if (t, d) in wanted})
+
+
+def timed_runs():
+    """Every neural model of the timed data sets, first seed (the perceptron has no layer to time)."""
+    seed = config["seeds"][0]
+    datasets = timed_datasets()
+    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs()
+                   if (t, d) in datasets and m != "perceptron"})
+
+
+def benchmarked_runs():
+    """The INN runs whose trained weights the implicit-layer benchmark loads."""
+    if not config["timing"]["benchmark"]["enabled"]:
+        return []
+    return [run for run in timed_runs() if run[2] == "inn"]
+
+
+def inn_hidden_size(wildcards):
+    """The INN's k for a task: configured, or (POS) the input feature size as in the paper."""
+    size = config["models"][wildcards.task]["inn_hidden_size"]
+    features = config["features"]
+    return size or features["word_dim"] + 6 * features["affix_dim"] + 8
+
+
+def run_files(pattern, runs):
+    return [pattern.format(task=t, dataset=d, model=m, seed=s) for t, d, m, s in runs]

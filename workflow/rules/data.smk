@@ -4,6 +4,13 @@
 UD_RELEASE = "r2.15"
 
 
+# Downloads run where Snakemake runs, also with --profile profiles/slurm: compute nodes often
+# have no internet access.
+localrules:
+    download_ewt,
+    download_treebank,
+
+
 rule download_ewt:
     output:
         expand(f"{EWT_DEFAULT}/en_ewt-ud-{{split}}.conllu", split=SPLITS),

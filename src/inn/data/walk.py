@@ -17,9 +17,12 @@ from inn.errors import InnError
 from inn.io import torch_save
 
 
-def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40
+def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min_len: int = 1
                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Generate ``n`` biased random walks of dimension ``dim`` with bias ``b``.
+
+    Lengths are uniform on ``min_len..max_len`` (the paper: 1..40; the timing stage sets both
+    to one n to get walks of exactly that length).
 
     Generation is vectorised over all sequences and reproducible: the same arguments give the
     same walks on every machine (a CPU ``torch.Generator`` seeded with ``seed``).
@@ -28,10 +31,11 @@ def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40
         ``n`` pairs ``(x, y)``: ``x`` float32 of shape ``(N, dim)``, ``y`` long of shape
         ``(N,)`` with labels ``0...0 1...1``.
     """
-    if n < 1 or dim < 1 or max_len < 1:
-        raise InnError(f"generate_walks: n, dim and max_len must be positive (got {n}, {dim}, {max_len})")
+    if n < 1 or dim < 1 or not 1 <= min_len <= max_len:
+        raise InnError(f"generate_walks: need n, dim >= 1 and 1 <= min_len <= max_len "
+                       f"(got n={n}, dim={dim}, min_len={min_len}, max_len={max_len})")
     gen = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, max_len + 1, (n,), generator=gen)  # N
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=gen)  # N
     change = torch.rand(n, generator=gen, dtype=torch.float64) * lengths  # t' in [0, N)
     direction = torch.randn(n, dim, generator=gen, dtype=torch.float64)
     direction = direction / direction.norm(dim=1, keepdim=True)  # v

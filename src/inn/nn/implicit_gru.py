@@ -134,25 +134,59 @@ class GRULinearization:
         dh = self.one_minus_z * dhh + self.gz * dzr[..., :k] + self.gc * dac
         return dh * sy.maskf
 
-    def vjp(self, V: Tensor) -> Tensor:
-        """J^T V = (dF/dH)^T . V, (B, n, k) -> (B, n, k)."""
+    def _sources(self, g: Tensor, sl: slice) -> tuple[Tensor, Tensor]:
+        """Cotangents that positions ``sl`` send to their left and right neighbours.
+
+        ``g`` (B, m, k) is the cotangent of F at positions ``sl``; returns (to h_{t-1},
+        to h_{t+1}), zero where the right neighbour is the boundary h_e.
+        """
         sy = self.system
         k = self.k
         Wpn, Wzr, Wc = sy.weights
-        g = V * sy.maskf
-        g_hh = g * self.one_minus_z
-        g_rh = (g * self.gc) @ Wc
-        g_hh = g_hh + g_rh * self.r
-        g_zr = torch.cat([g * self.gz, g_rh * self.hrd], dim=-1)
+        g = g * sy.maskf[:, sl]
+        g_hh = g * self.one_minus_z[:, sl]
+        g_rh = (g * self.gc[:, sl]) @ Wc
+        g_hh = g_hh + g_rh * self.r[:, sl]
+        g_zr = torch.cat([g * self.gz[:, sl], g_rh * self.hrd[:, sl]], dim=-1)
         g_hh = g_hh + g_zr @ Wzr
-        g_prev = g_hh * self.s + (g_hh * self.ep) @ Wpn[:k]
-        g_next = (g_hh - g_hh * self.s) - (g_hh * self.en) @ Wpn[k:]
-        # position t receives g_prev from t+1 and g_next from t-1 (if t is t-1's real neighbour)
-        g_next = g_next * sy.next_real.unsqueeze(-1).to(g.dtype)
-        out = torch.zeros_like(g)
+        s = self.s[:, sl]
+        g_prev = g_hh * s + (g_hh * self.ep[:, sl]) @ Wpn[:k]
+        g_next = (g_hh - g_hh * s) - (g_hh * self.en[:, sl]) @ Wpn[k:]
+        return g_prev, g_next * sy.next_real[:, sl].unsqueeze(-1).to(g.dtype)
+
+    def vjp(self, V: Tensor) -> Tensor:
+        """J^T V = (dF/dH)^T . V, (B, n, k) -> (B, n, k)."""
+        g_prev, g_next = self._sources(V, slice(None))
+        # position t receives g_prev from t+1 and g_next from t-1
+        out = torch.zeros_like(V)
         out[:, :-1] += g_prev[:, 1:]
         out[:, 1:] += g_next[:, :-1]
-        return out * sy.maskf
+        return out * self.system.maskf
+
+    def adjoint_sweep(self, u: Tensor, g: Tensor) -> Tensor:
+        """One red-black Gauss-Seidel sweep on u = g + J^T u (cost: one J^T product).
+
+        J^T couples position t only to t-1 and t+1, so the even positions are updated from
+        the odd ones, then the odd from the new even ones; for this block-tridiagonal
+        (consistently ordered) system that contracts like two Jacobi steps.
+        """
+        n = u.shape[1]
+        ne, no = (n + 1) // 2, n // 2
+        u = u.clone()
+        m = self.system.maskf
+        even = g[:, 0::2].clone()
+        if no:
+            gp, gn = self._sources(u[:, 1::2], slice(1, None, 2))  # odd sources
+            even[:, :no] += gp  # 2j+1 -> 2j
+            even[:, 1:] += gn[:, : ne - 1]  # 2j+1 -> 2j+2
+        u[:, 0::2] = even * m[:, 0::2]
+        if no:
+            odd = g[:, 1::2].clone()
+            gp, gn = self._sources(u[:, 0::2], slice(0, None, 2))  # even sources
+            odd[:, : ne - 1] += gp[:, 1:]  # 2j -> 2j-1
+            odd += gn[:, :no]  # 2j -> 2j+1
+            u[:, 1::2] = odd * m[:, 1::2]
+        return u
 
     def blocks(self, t: int) -> tuple[Tensor, Tensor]:
         """(dF_t/dh_{t-1}, dF_t/dh_{t+1}), each (B, k, k), zero where there is no coupling.
@@ -209,6 +243,19 @@ class GRUSystem:
         prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
         h, _ = cell(self.X, prev, nxt, *self.weights)
         return h * self.maskf
+
+    def sweep(self, H: Tensor) -> Tensor:
+        """One red-black nonlinear Gauss-Seidel sweep: even positions from their (odd)
+        neighbours, then odd positions from the new even ones. Same fixed points as F, the
+        same cost (each half evaluates the cell at half the positions), and on this
+        nearest-neighbour system it contracts about like two plain F steps."""
+        H = H.clone()
+        for parity in (0, 1):
+            prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
+            sl = slice(parity, None, 2)
+            h, _ = cell(self.X[:, sl], prev[:, sl], nxt[:, sl], *self.weights)
+            H[:, sl] = h * self.maskf[:, sl]
+        return H
 
     def linearize(self, H: Tensor) -> GRULinearization:
         return GRULinearization(self, H)
@@ -288,8 +335,8 @@ class ImplicitGRU(nn.Module):
         trainable_boundary: learn h_s and h_e (zero and fixed otherwise, as in the paper).
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
             ``candidates``, ``strict``, ...) and for the backward pass ``backward_solver``
-            (``"bicgstab"`` default, ``"anderson"``, ``"fixed_point"``, ``"direct"``),
-            ``backward_tol`` and ``backward_max_iter``.
+            (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
+            ``backward_tol`` (default: ``tol``) and ``backward_max_iter`` (default 200).
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each

@@ -230,18 +230,30 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
-def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5):
+def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "red_black"):
     scale = batch_norm(g)
-    u, its, res, code, evals = _anderson.anderson_iterate(
-        lambda u: g + lin.vjp(u), g, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory
+    tiny = torch.finfo(g.dtype).tiny
+    if sweep == "red_black":
+        fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
+        true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
+    else:
+        fmap = lambda u: g + lin.vjp(u)  # noqa: E731
+        true_residual = None
+    u, its, res, code, evals, checks = _anderson.anderson_iterate(
+        fmap, g, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
     )
     res = torch.where(scale > 0, res, torch.zeros_like(res))
-    code = torch.where(res <= tol, int(ResultCode.CONVERGED), code)
-    return u, _adjoint_stats("anderson" if memory else "fixed_point", its, torch.zeros_like(its), res, code, 1, evals)
+    code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
+    name = ("anderson" if memory else "fixed_point") + ("_red_black" if sweep == "red_black" else "")
+    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
 
 
 def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0)
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0, sweep="jacobi")
+
+
+def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi")
 
 
 def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
@@ -256,7 +268,8 @@ def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
 #: name -> adjoint solver for the implicit backward pass
 ADJOINT_SOLVERS = {
     "bicgstab": _adjoint_bicgstab,
-    "anderson": _adjoint_anderson,
+    "anderson": _adjoint_anderson,  # red-black sweeps, Anderson-accelerated
+    "anderson_jacobi": _adjoint_anderson_jacobi,
     "fixed_point": _adjoint_fixed_point,
     "direct": _adjoint_direct,
 }

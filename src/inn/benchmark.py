@@ -1,0 +1,420 @@
+"""``inn benchmark``: time the implicit layer's solvers against bidirectional GRU/LSTM.
+
+For a batch of B sequences of length n and hidden width k, every method's forward time
+(under ``torch.no_grad()``) and forward+backward time (a linear loss on all states) are
+measured in the same run, with the solver's iteration counts and residuals. Weight sets:
+
+- ``init``: a freshly initialised layer;
+- ``harder<c>``: the same with every recurrent matrix (U_p, U_n, U_z, U_r, U) scaled by
+  one factor, found by bisection, so that dF/dH at the solution has spectral radius c
+  (``--harder``, default 0.84). Training grows the recurrent weights; real systems are
+  harder than fresh ones, and this radius is the contraction factor of plain iteration;
+- ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
+  --prefix PREFIX``), when given.
+
+The baselines are timed with each weight set's inputs (their own fresh weights). Per
+(weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
+prints a table and writes one CSV row per measurement (atomically). Times are the minimum
+over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
+minimum is the least disturbed figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from inn.device import resolve_device
+from inn.errors import InnError
+from inn.io import atomic_open
+from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning
+
+log = logging.getLogger(__name__)
+
+#: method name -> (solver, options). "paper" is the paper's Newton-Krylov, faithfully.
+METHODS: dict[str, tuple[str, dict]] = {
+    "paper": ("newton_krylov", dict(PAPER_OPTIONS)),
+    "newton_krylov": ("newton_krylov", {}),
+    "newton_direct": ("newton_direct", {}),
+    "anderson": ("anderson", {}),
+    "fixed_point": ("fixed_point", {}),
+}
+BASELINES = ("gru", "lstm")
+
+
+@dataclass
+class Row:
+    """One measurement (one CSV row)."""
+
+    weights: str
+    method: str
+    hidden: int
+    n: int
+    batch: int
+    device: str
+    dtype: str
+    forward_s: float = float("nan")
+    forward_backward_s: float = float("nan")
+    newton_mean: float = float("nan")
+    krylov_mean: float = float("nan")
+    function_evals: float = float("nan")
+    residual_max: float = float("nan")
+    failed: int = 0
+    backward_iterations: float = float("nan")
+    backward_residual_max: float = float("nan")
+    note: str = ""
+
+
+def scale_recurrent(layer: nn.Module, radius: float) -> None:
+    """Rescale each k x k recurrent matrix of an ImplicitGRU to spectral radius ``radius``."""
+    k = layer.hidden_size
+    with torch.no_grad():
+        for weight in (layer.weight_pn, layer.weight_zr, layer.weight_c):
+            for block in weight.split(k):
+                rho = torch.linalg.eigvals(block.detach().double().cpu()).abs().max().item()
+                if rho > 0:
+                    block.mul_(radius / rho)
+
+
+def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
+    """An ImplicitGRU state_dict from a file: a plain state_dict or a checkpoint dict whose
+    ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is one; keys under
+    ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError) as exc:
+        raise InnError(f"cannot read checkpoint {path}: {exc}") from exc
+    state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
+    if not isinstance(state, dict):
+        raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
+    if prefix and not prefix.endswith("."):
+        prefix += "."
+    picked = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+    if "weight_x" not in picked:
+        found = sorted({key.rsplit(".", 1)[0] for key in state if key.endswith("weight_x")})
+        hint = f"; layers found under prefixes {found}" if found else ""
+        raise InnError(f"{path} has no ImplicitGRU weights under prefix {prefix!r}{hint}")
+    return picked
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
+    """Minimum wall time of each function over ``repeats`` rounds, after one warm-up round.
+
+    The functions take turns within each round, so a burst of load from other processes on a
+    shared machine hits all of them alike, and the minimum is the least disturbed figure.
+    """
+    best = {name: math.inf for name in fns}
+    for round_ in range(repeats + 1):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            if round_:
+                best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
+    """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
+    iteration with analytic J V products. It is the asymptotic contraction factor of plain
+    fixed-point iteration: the number the SPEC's "trained-like" systems are described by."""
+    from inn.solvers import solve
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        system = layer.system(xi, mask)
+        H, stats = solve(system, "anderson", tol=1e-5, max_iter=300, candidates=("F0",))
+        if not bool(stats.converged.all()):
+            return math.inf  # too hard to even solve: certainly past any target radius
+        lin = system.linearize(H)
+        v = torch.randn(H.shape, generator=torch.Generator().manual_seed(1), dtype=H.dtype).to(H.device)
+        v = v * system.maskf
+        v = v / v.norm()
+        logs = []
+        for i in range(iterations):
+            w = lin.jvp(v)
+            norm = w.norm()
+            if not torch.isfinite(norm) or norm == 0:
+                return float(norm)
+            if i >= iterations // 2:
+                logs.append(math.log(float(norm)))
+            v = w / norm
+    return math.exp(sum(logs) / len(logs))
+
+
+def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float, steps: int = 10) -> float:
+    """Scale the recurrent matrices (all by one factor) until dF/dH at the solution has
+    spectral radius ``contraction`` (bisection in log space); returns the factor used."""
+    base = {name: p.detach().clone() for name, p in layer.named_parameters() if name in ("weight_pn", "weight_zr", "weight_c")}
+
+    def apply(factor: float) -> float:
+        with torch.no_grad():
+            for name, value in base.items():
+                getattr(layer, name).copy_(value * factor)
+        return jacobian_radius(layer, xi, mask)
+
+    lo, hi = 0.5, 8.0
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        rho = apply(mid)
+        if math.isfinite(rho) and rho < contraction:
+            lo = mid
+        else:
+            hi = mid
+    rho = apply(lo)
+    log.info("harder weights: recurrent matrices x %.3f -> spectral radius of dF/dH %.3f (target %.3f)", lo, rho, contraction)
+    return lo
+
+
+def fit_power_law(ns: list[float], ts: list[float]) -> tuple[float, float, float]:
+    """Least squares fit of log t = log a + p log n; returns (a, p, r^2)."""
+    pts = [(math.log(n), math.log(t)) for n, t in zip(ns, ts) if t > 0 and math.isfinite(t)]
+    if len(pts) < 2:
+        return float("nan"), float("nan"), float("nan")
+    xs, ys = zip(*pts)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    p = sxy / sxx
+    loga = my - p * mx
+    ss_res = sum((y - loga - p * x) ** 2 for x, y in zip(xs, ys))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return math.exp(loga), p, r2
+
+
+def _implicit_closures(layer, xi, mask, target) -> tuple[Callable[[], object], Callable[[], object]]:
+    def forward():
+        with torch.no_grad():
+            layer(xi, mask)
+
+    def forward_backward():
+        layer.zero_grad(set_to_none=True)
+        x = xi.detach().requires_grad_(True)
+        (layer(x, mask) * target).sum().backward()
+
+    return forward, forward_backward
+
+
+def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object], Callable[[], object]]:
+    cls = nn.GRU if kind == "gru" else nn.LSTM
+    rnn = cls(xi.shape[-1], k, batch_first=True, bidirectional=True).to(device=device, dtype=dtype)
+    proj = torch.randn(2 * k, generator=torch.Generator().manual_seed(2)).to(device=device, dtype=dtype)
+
+    def forward():
+        with torch.no_grad():
+            rnn(xi)
+
+    def forward_backward():
+        rnn.zero_grad(set_to_none=True)
+        x = xi.detach().requires_grad_(True)
+        (rnn(x)[0] * proj).sum().backward()
+
+    return forward, forward_backward
+
+
+def _solver_figures(layer, xi, mask, target) -> dict:
+    """Iterations and residuals of one forward and one forward+backward (not timed)."""
+    out: dict = {}
+    forward, forward_backward = _implicit_closures(layer, xi, mask, target)
+    forward()
+    st = layer.last_stats.summary()
+    out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
+               function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
+    forward_backward()
+    bst = layer.last_backward_stats
+    if bst is not None:
+        its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
+        out["backward_iterations"] = float(its.float().mean())
+        out["backward_residual_max"] = float(bst.residual.max())
+        out["failed"] += bst.num_failed
+    return out
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    """All measurements of one benchmark invocation."""
+    from inn.nn import ImplicitGRU
+
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise InnError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    weight_sets: list[tuple[str, int, object]] = [("init", k, None) for k in args.hidden]
+    for contraction in args.harder:
+        weight_sets += [(f"harder{contraction:g}", k, contraction) for k in args.hidden]
+    state = None
+    if args.checkpoint:
+        state = load_layer_weights(args.checkpoint, args.prefix)
+        weight_sets.append(("checkpoint", state["weight_x"].shape[0] // 5, None))
+    rows: list[Row] = []
+    for weights, k, contraction in weight_sets:
+        gen = torch.Generator().manual_seed(args.seed)
+        torch.manual_seed(args.seed)
+        if state is not None and weights == "checkpoint":
+            base = ImplicitGRU(state["weight_x"].shape[1], k)  # boundaries load as buffers
+            missing = base.load_state_dict(state, strict=False).missing_keys
+            if missing:
+                raise InnError(f"checkpoint lacks {missing} under prefix {args.prefix!r}")
+        else:
+            base = ImplicitGRU(k, k)
+        base.to(device=device, dtype=dtype)
+        input_size = base.input_size
+        if contraction is not None:
+            calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
+            make_harder(base, calib_x, torch.ones(args.batch, 40, dtype=torch.bool, device=device), contraction)
+        slow: set[str] = set()
+        for n in args.lengths:
+            xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
+            mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
+            target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
+            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype)
+            closures: dict[str, Callable[[], object]] = {}
+            row_of: dict[str, Row] = {}
+            for method in args.methods:
+                row = row_of[method] = Row(method=method, **common)
+                if method in slow:
+                    row.note = f"skipped: a shorter n took over {args.max_seconds:g}s"
+                    continue
+                solver, options = METHODS[method]
+                layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
+                layer.load_state_dict(base.state_dict())
+                layer.to(device=device, dtype=dtype)
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    for key, value in _solver_figures(layer, xi, mask, target).items():
+                        setattr(row, key, value)
+                if time.perf_counter() - start > args.max_seconds / (args.repeats + 1):
+                    slow.add(method)  # time it at this n, not at longer ones
+                closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
+            for kind in args.baselines:
+                row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
+                closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                times = _time_interleaved(closures, args.repeats, device)
+            for name, row in row_of.items():
+                if name + "/fwd" in times:
+                    row.forward_s = times[name + "/fwd"]
+                    row.forward_backward_s = times[name + "/fb"]
+                rows.append(row)
+                log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
+                         weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
+                         row.krylov_mean, row.residual_max, row.failed, row.note)
+    return rows
+
+
+def fits(rows: list[Row]) -> list[dict]:
+    """t = a n^p per (weights, hidden, method), for forward and forward+backward times."""
+    groups: dict[tuple, list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.weights, row.hidden, row.method), []).append(row)
+    out = []
+    for (weights, hidden, method), group in groups.items():
+        ns = [r.n for r in group]
+        entry = {"weights": weights, "hidden": hidden, "method": method}
+        for column in ("forward_s", "forward_backward_s"):
+            a, p, r2 = fit_power_law(ns, [getattr(r, column) for r in group])
+            entry.update({f"{column}_a": a, f"{column}_p": p, f"{column}_r2": r2})
+        out.append(entry)
+    return out
+
+
+def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
+    """A plain-text table of the measurements, ratios to the BiGRU and the fits."""
+    buf = io.StringIO()
+    ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
+    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<14} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
+              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6}\n")
+    for r in rows:
+        g = ref.get((r.weights, r.hidden, r.n))
+        ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
+        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<14} {r.forward_s:>8.4f} "
+                  f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
+                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f}"
+                  f"{'  ' + r.note if r.note else ''}\n")
+    buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
+    buf.write(f"{'weights':<11} {'k':>4} {'method':<14} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
+              f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6}\n")
+    for f in fit_rows:
+        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<14} {f['forward_s_a']:>9.2e} "
+                  f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_backward_s_a']:>9.2e} "
+                  f"{f['forward_backward_s_p']:>6.2f} {f['forward_backward_s_r2']:>6.3f}\n")
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, rows: list[Row]) -> None:
+    """One row per measurement, written atomically."""
+    names = list(asdict(rows[0]).keys()) if rows else [f.name for f in Row.__dataclass_fields__.values()]
+    with atomic_open(path, newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=names)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(asdict(row))
+
+
+def write_fits_csv(path: str | Path, fit_rows: list[dict]) -> None:
+    with atomic_open(path, newline="", encoding="utf-8") as handle:
+        if fit_rows:
+            writer = csv.DictWriter(handle, fieldnames=list(fit_rows[0]))
+            writer.writeheader()
+            writer.writerows(fit_rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inn benchmark", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 448], help="hidden sizes k")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n")
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
+                        help=f"implicit methods: {', '.join(METHODS)}")
+    parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
+    parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
+    parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
+                        help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
+                             "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
+    parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding trained ImplicitGRU weights")
+    parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-seconds", type=float, default=60.0,
+                        help="stop timing a method at longer n once one (weights, k, n) took longer than this")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")
+    parser.add_argument("--fits-out", help="CSV of the fits (default: beside --out, *_fits.csv)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``inn benchmark``."""
+    args = build_parser().parse_args(argv)
+    args.device = str(resolve_device(args.device))
+    rows = run(args)
+    fit_rows = fits(rows)
+    write_csv(args.out, rows)
+    fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
+    write_fits_csv(fits_out, fit_rows)
+    print(format_table(rows, fit_rows))
+    log.info("wrote %s and %s", args.out, fits_out)

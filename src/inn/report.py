@@ -1,0 +1,299 @@
+"""The HTML report: one self-contained page with our Tables 1-2 and timing beside the paper's.
+
+Everything shown comes from files the workflow wrote (tables, histories, timing measurements,
+the implicit-layer benchmark) plus the configuration that produced them; the paper's numbers
+come from :mod:`inn.paper` and are labelled as the paper's. Figures are matplotlib PNGs
+embedded as data URIs, so the page is one file that can be mailed or archived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import io
+import json
+import platform
+import subprocess
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import jinja2  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from inn import paper  # noqa: E402
+from inn.collect import run_key  # noqa: E402
+from inn.config import validate_config  # noqa: E402
+from inn.io import atomic_open  # noqa: E402
+from inn.tables import read_tsv  # noqa: E402
+
+TEMPLATES = Path(__file__).parent / "templates"
+PACKAGES = ("torch", "numpy", "pandas", "snakemake", "nltk", "conllu", "matplotlib", "jinja2")
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def git_revision(repo: Path) -> str:
+    """The checkout's commit, with ``-dirty`` when it has uncommitted changes."""
+    try:
+        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def software_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def device_description() -> str:
+    cpu = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    if torch.cuda.is_available():
+        return f"CUDA: {torch.cuda.get_device_name(0)} (and CPU {cpu})"
+    return f"CPU only: {cpu}"
+
+
+def scale_differences(config: dict, schema: Path) -> list[str]:
+    """Settings of ``config`` that differ from the full reproduction (the schema's defaults).
+
+    Corpus locations, job resources and the scale label itself are not a matter of scale and
+    are left out.
+    """
+    defaults = validate_config({}, schema)
+    differences: list[str] = []
+
+    def walk(ours, theirs, path):
+        if isinstance(ours, dict) and isinstance(theirs, dict):
+            for key in ours:
+                if path == "" and key in ("corpora", "resources", "scale"):
+                    continue
+                walk(ours[key], theirs.get(key), f"{path}.{key}" if path else key)
+        elif ours != theirs:
+            differences.append(f"{path} = {ours} (full reproduction: {theirs})")
+
+    walk(config, defaults, "")
+    return differences
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def figure_uri(fig) -> str:
+    """A matplotlib figure as a PNG data URI (then closed)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def load_histories(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """All runs' per-epoch rows, keyed by task, dataset, model and seed."""
+    frames = []
+    for path in paths:
+        frame = pd.read_csv(path, sep="\t")
+        for key, value in run_key(path).items():
+            frame[key] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def learning_curves(histories: pd.DataFrame) -> list[dict]:
+    """One figure per (task, dataset): dev score against epoch for every model (seed 1st)."""
+    figures = []
+    if histories.empty:
+        return figures
+    for (task, dataset), group in histories.groupby(["task", "dataset"], sort=False):
+        metric = "dev_accuracy" if task == "pos" else "dev_error"
+        if metric not in group:
+            continue
+        fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 3.6))
+        for model, runs in group.groupby("model", sort=True):
+            run = runs[runs.seed == runs.seed.min()]
+            ax_loss.plot(run.epoch, run.train_loss, marker=".", label=model)
+            ax_metric.plot(run.epoch, run[metric], marker=".", label=model)
+        ax_loss.set(xlabel="epoch", ylabel="training loss", title=f"{task} {dataset}: training loss")
+        ax_metric.set(xlabel="epoch", ylabel=metric.replace("_", " "), title=f"{task} {dataset}: {metric}")
+        ax_metric.legend(fontsize=8)
+        figures.append({"title": f"{task} / {dataset}", "uri": figure_uri(fig)})
+    return figures
+
+
+def solver_curves(histories: pd.DataFrame) -> str | None:
+    """Newton and Krylov iterations and non-converged sequences per epoch of the INN runs."""
+    if histories.empty or "newton_iters" not in histories:
+        return None
+    inn = histories[histories.newton_iters.notna()]
+    if inn.empty:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for (task, dataset, model, seed), run in inn.groupby(["task", "dataset", "model", "seed"], sort=False):
+        label = f"{task} {dataset} {model} s{seed}"
+        axes[0].plot(run.epoch, run.newton_iters, marker=".", label=label)
+        axes[1].plot(run.epoch, run.krylov_iters, marker=".", label=label)
+        if "nonconverged" in run:
+            axes[2].plot(run.epoch, run.nonconverged, marker=".", label=label)
+    axes[0].set(xlabel="epoch", ylabel="mean Newton iterations / batch")
+    axes[1].set(xlabel="epoch", ylabel="mean Krylov iterations / batch")
+    axes[2].set(xlabel="epoch", ylabel="non-converged sequences")
+    axes[0].legend(fontsize=7)
+    return figure_uri(fig)
+
+
+def timing_figure(measurements: pd.DataFrame, fits: pd.DataFrame) -> str | None:
+    """Seconds per batch against n (log-log) with the fitted power laws, and iterations vs n."""
+    if measurements.empty:
+        return None
+    tasks = list(dict.fromkeys(measurements.task))
+    implicit = "newton_iters" in measurements and measurements.newton_iters.notna().any()
+    fig, axes = plt.subplots(1, len(tasks) + int(implicit), figsize=(5 * (len(tasks) + int(implicit)), 3.8),
+                             squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for model, group in measurements[measurements.task == task].groupby("model", sort=False):
+            per_n = group.groupby("n")["seconds"].min()
+            line, = ax.loglog(per_n.index, per_n.values, "o", label=model)
+            fit = fits[(fits.task == task) & (fits.model == model)]
+            if not fit.empty:
+                a, p = float(fit.a.iloc[0]), float(fit.p.iloc[0])
+                n = np.geomspace(per_n.index.min(), per_n.index.max(), 50)
+                ax.loglog(n, a * n**p, "-", color=line.get_color(), alpha=0.7, label=f"{a:.2g} n^{p:.2f}")
+        theirs = paper.TIMING.get(task)
+        ax.set(xlabel="sequence length n", ylabel="seconds per batch of 20", title=f"{task}")
+        if theirs:
+            ax.set_title(f"{task} (paper: {theirs['a']} n^{theirs['p']} on a K40)")
+        ax.legend(fontsize=7)
+    if implicit:
+        ax = axes[0][-1]
+        inn = measurements[measurements.newton_iters.notna()]
+        for (task, model), group in inn.groupby(["task", "model"], sort=False):
+            per_n = group.groupby("n")[["newton_iters", "krylov_iters"]].mean()
+            ax.plot(per_n.index, per_n.newton_iters, "o-", label=f"{task} {model}: Newton")
+            ax.plot(per_n.index, per_n.krylov_iters, "s--", label=f"{task} {model}: Krylov")
+        ax.set(xscale="log", xlabel="sequence length n", ylabel="iterations per solve",
+               title="implicit layer: solver iterations")
+        ax.legend(fontsize=7)
+    return figure_uri(fig)
+
+
+def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
+    """Forward+backward seconds per method (rows) and length (columns), one table per weight set.
+
+    A last column gives each method's time over the bidirectional GRU's at the longest n, the
+    figure the implicit layer's speed is judged by.
+    """
+    tables = []
+    for path in paths:
+        frame = pd.read_csv(path)
+        key = run_key(path)
+        for (weights, hidden), group in frame.groupby(["weights", "hidden"], sort=False):
+            pivot = group.pivot_table(index="method", columns="n", values="forward_backward_s", aggfunc="min")
+            pivot = pivot.reindex(list(dict.fromkeys(group.method)))
+            longest = pivot.columns.max()
+            if "bigru" in pivot.index:
+                pivot[f"x BiGRU at n={longest}"] = pivot[longest] / pivot.loc["bigru", longest]
+            pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
+            tables.append({"title": f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}",
+                           "table": pivot.reset_index()})
+    return tables
+
+
+def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
+    if lengths.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3))
+    train = lengths[lengths.split == "train"]
+    for b, group in train.groupby("b"):
+        ax.plot(group.length, group["count"], ".-", label=f"b = {b:g}")
+    ax.set(xlabel="walk length N", ylabel="training sequences", title="walk lengths (uniform on 1..40)")
+    ax.legend(fontsize=7)
+    return figure_uri(fig)
+
+
+# --------------------------------------------------------------------------- page
+
+
+def _fmt(value, digits=4):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _read(path: str | Path | None) -> pd.DataFrame:
+    if not path or not Path(path).is_file() or Path(path).stat().st_size <= 1:
+        return pd.DataFrame()
+    return read_tsv(path)
+
+
+def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str | Path] = (),
+           timing: str | Path | None = None, timing_fits: str | Path | None = None,
+           benchmarks: Iterable[str | Path] = (), repo: Path | None = None) -> str:
+    """The report page as a string (see :func:`main` for the files it reads)."""
+    histories = load_histories(histories)
+    measurements, fits = _read(timing), _read(timing_fits)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = _fmt
+    template = env.get_template("report.html.j2")
+    return template.render(
+        title="Implicitly-defined neural networks for sequence labeling: reproduction report",
+        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        scale=config.get("scale", ""),
+        differences=scale_differences(config, schema),
+        wsj_given=bool(config.get("corpora", {}).get("wsj", {}).get("path")),
+        table1=_read(tables / "table1.tsv"),
+        table2=_read(tables / "table2.tsv"),
+        data_pos=_read(tables / "data_pos.tsv"),
+        data_walks=_read(tables / "data_walks.tsv"),
+        walk_lengths=walk_lengths_figure(_read(tables / "data_walk_lengths.tsv")),
+        curves=learning_curves(histories),
+        solver_curves=solver_curves(histories),
+        timing_figure=timing_figure(measurements, fits),
+        fits=fits,
+        paper_timing=paper.TIMING,
+        paper_wall_clock=paper.PAPER_WALL_CLOCK,
+        benchmarks=benchmark_tables(benchmarks),
+        config_yaml=yaml.safe_dump(config, sort_keys=False),
+        versions=software_versions(),
+        device=device_description(),
+        revision=git_revision(repo or Path.cwd()),
+    )
+
+
+def main(argv: list[str]) -> None:
+    """``inn report``: write the HTML report from the workflow's tables and measurements."""
+    parser = argparse.ArgumentParser(prog="inn report", description=main.__doc__)
+    parser.add_argument("--config-json", required=True, help="the run's validated config, as JSON")
+    parser.add_argument("--schema", required=True, help="the config schema (for the scale statement)")
+    parser.add_argument("--tables", required=True, help="folder with table1/table2/data_*.tsv")
+    parser.add_argument("--histories", nargs="*", default=[], help="training history.tsv files")
+    parser.add_argument("--timing", help="timing measurements (TSV)")
+    parser.add_argument("--timing-fits", help="fitted power laws (TSV)")
+    parser.add_argument("--benchmarks", nargs="*", default=[], help="implicit-layer benchmark CSVs")
+    parser.add_argument("--repo", default=".", help="the checkout (for its git revision)")
+    parser.add_argument("--out", required=True, help="the HTML file to write")
+    args = parser.parse_args(argv)
+    config = json.loads(args.config_json)
+    html = render(config=config, schema=Path(args.schema), tables=Path(args.tables), histories=args.histories,
+                  timing=args.timing, timing_fits=args.timing_fits, benchmarks=args.benchmarks,
+                  repo=Path(args.repo))
+    with atomic_open(args.out, encoding="utf-8") as handle:
+        handle.write(html)

@@ -1,0 +1,202 @@
+"""Runtime scaling (paper section 4): time to compute the hidden states of a batch against n.
+
+The paper fitted t = a * n^p to the time its implicit layer took for a batch of 20 sequences
+of length n (random walks b = 0.5: 0.17 n^1.8; POS: 0.29 n^1.3). :func:`measure` times any
+hidden-state function on inputs of each length, recording the solver's iterations when the
+layer is implicit, and :func:`fit_power_law` fits the law by least squares in log-log space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from inn import paper
+from inn.tables import read_tsv, write_tsv
+
+log = logging.getLogger(__name__)
+
+
+def fit_power_law(n: Iterable[float], t: Iterable[float]) -> tuple[float, float, float]:
+    """Least-squares fit of ``t = a * n**p`` in log-log space; returns ``(a, p, r2)``.
+
+    ``r2`` is the coefficient of determination of the log-log fit, as the paper reports it.
+    """
+    x, y = np.log(np.asarray(list(n), dtype=float)), np.log(np.asarray(list(t), dtype=float))
+    if len(x) < 2 or np.ptp(x) == 0:
+        return float("nan"), float("nan"), float("nan")
+    p, log_a = np.polyfit(x, y, 1)
+    residual = y - (p * x + log_a)
+    total = ((y - y.mean()) ** 2).sum()
+    r2 = 1.0 - (residual**2).sum() / total if total > 0 else float("nan")
+    return float(np.exp(log_a)), float(p), float(r2)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so wall-clock times cover the computation itself."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _solver_columns(stats) -> dict:
+    """An implicit layer's solver statistics for one batch (nothing for explicit layers)."""
+    if stats is None:
+        return {}
+    summary = stats.summary()
+    return {"newton_iters": summary["newton_mean"], "krylov_iters": summary["krylov_mean"],
+            "residual": summary["residual_max"], "failed": summary["failed"]}
+
+
+@torch.no_grad()
+def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[int], tuple[Tensor, Tensor]],
+            lengths: Iterable[int], repeats: int = 3, device: torch.device | str = "cpu",
+            stats: Callable[[], object] | None = None) -> pd.DataFrame:
+    """Time ``hidden(xi, mask)`` on inputs of each length (one warm-up call per length).
+
+    Args:
+        hidden: the hidden-state function (e.g. ``model.hidden_states``).
+        make_inputs: ``n -> (xi, mask)`` for a batch of length-``n`` sequences (on ``device``).
+        lengths: the sequence lengths n to time.
+        repeats: timed calls per length, each on fresh inputs.
+        stats: returns the implicit layer's ``last_stats`` after a call (None for explicit).
+
+    Returns:
+        One row per timed call: n, repeat, seconds, and for implicit layers the mean Newton
+        and Krylov iterations, the largest final residual and the count of failed sequences.
+    """
+    device = torch.device(device)
+    rows = []
+    for n in lengths:
+        xi, mask = make_inputs(n)
+        hidden(xi, mask)  # warm-up: allocator, kernels, caches
+        for repeat in range(repeats):
+            xi, mask = make_inputs(n)
+            synchronize(device)
+            start = time.perf_counter()
+            hidden(xi, mask)
+            synchronize(device)
+            seconds = time.perf_counter() - start
+            rows.append({"n": n, "repeat": repeat, "seconds": seconds,
+                         **_solver_columns(stats() if stats else None)})
+    return pd.DataFrame(rows)
+
+
+def fit_table(measurements: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Fit ``t = a n^p`` to the fastest time per length of every group in ``measurements``.
+
+    The minimum over repeats is the least disturbed figure on a shared machine (other
+    processes only ever add time).
+    """
+    rows = []
+    for key, group in measurements.groupby(by, sort=False):
+        per_n = group.groupby("n")["seconds"].min()
+        a, p, r2 = fit_power_law(per_n.index, per_n.values)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2,
+                     "n_min": int(per_n.index.min()), "n_max": int(per_n.index.max())})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- trained models
+
+
+def _pos_inputs(model, data_dir: str, batch_size: int, device: torch.device, seed: int):
+    """``n -> (xi, mask)``: windows of n consecutive dev tokens through the model's encoder."""
+    from inn.batches import collate, encode_pos, load_features, read_split, to_device
+
+    features = load_features(data_dir)
+    stream = [token for sentence in read_split(data_dir, "dev") for token in sentence]
+    generator = torch.Generator().manual_seed(seed)
+
+    def make(n: int):
+        starts = torch.randint(0, len(stream), (batch_size,), generator=generator).tolist()
+        windows = [[stream[(s + i) % len(stream)] for i in range(n)] for s in starts]
+        batch = to_device(collate(encode_pos(windows, features)), device)
+        return model.encoder(batch), batch["mask"]
+
+    return make
+
+
+def _walk_inputs(model, b: float, batch_size: int, device: torch.device, seed: int):
+    """``n -> (xi, mask)``: fresh biased walks of exactly n steps through the model's encoder."""
+    from inn.batches import collate, to_device
+    from inn.data.walk import generate_walks
+
+    calls = iter(range(seed, seed + 1_000_000))
+
+    def make(n: int):
+        walks = generate_walks(batch_size, b, model.config.input_dim, next(calls), max_len=n, min_len=n)
+        batch = to_device(collate([{"x": x, "y": y} for x, y in walks]), device)
+        return model.encoder(batch), batch["mask"]
+
+    return make
+
+
+def time_checkpoint(checkpoint: str, data: str, lengths: list[int], repeats: int = 3,
+                    batch_size: int = 20, device: str = "auto", seed: int = 0) -> pd.DataFrame:
+    """Time a trained model's hidden states on realistic inputs of each length.
+
+    POS models see windows of real dev tokens (so the implicit layer solves the systems its
+    trained weights produce on real text); walk models see fresh walks with the model's b.
+    """
+    from inn.device import resolve_device
+    from inn.models import load_checkpoint
+
+    device = resolve_device(device)
+    model, meta = load_checkpoint(checkpoint, device=device)
+    task = model.config.task
+    if task == "pos":
+        make = _pos_inputs(model, data, batch_size, device, seed)
+    else:
+        make = _walk_inputs(model, float(meta["dataset"].removeprefix("b")), batch_size, device, seed)
+    stats = (lambda: model.rnn.last_stats) if hasattr(model.rnn, "last_stats") else None
+    frame = measure(model.hidden_states, make, lengths, repeats=repeats, device=device, stats=stats)
+    frame.insert(0, "model", meta["model"])
+    frame.insert(0, "dataset", meta["dataset"])
+    frame.insert(0, "task", task)
+    frame["device"] = str(device)
+    return frame
+
+
+def time_model_main(argv: list[str]) -> None:
+    """``inn time-model``: seconds per batch against sequence length for one trained model."""
+    parser = argparse.ArgumentParser(prog="inn time-model", description=time_checkpoint.__doc__)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--data", required=True, help="the prepared data folder the model was trained on")
+    parser.add_argument("--lengths", type=int, nargs="+", required=True)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=20)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="TSV of measurements")
+    args = parser.parse_args(argv)
+    frame = time_checkpoint(args.checkpoint, args.data, args.lengths, args.repeats, args.batch_size,
+                            args.device, args.seed)
+    write_tsv(args.out, frame)
+    for n, group in frame.groupby("n"):
+        log.info("n=%d: %.4f s per batch", n, group.seconds.mean())
+
+
+def fit_timing_main(argv: list[str]) -> None:
+    """``inn fit-timing``: power-law fits of every model's timing, beside the paper's fits."""
+    parser = argparse.ArgumentParser(prog="inn fit-timing", description=fit_timing_main.__doc__)
+    parser.add_argument("--out", required=True, help="fits (TSV)")
+    parser.add_argument("--measurements", required=True, help="all measurements stacked (TSV)")
+    parser.add_argument("inputs", nargs="*", help="per-model measurement TSVs")
+    args = parser.parse_args(argv)
+    frames = [read_tsv(p) for p in args.inputs]
+    measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["task", "dataset", "model", "n", "seconds"])
+    fits = fit_table(measurements, ["task", "dataset", "model"]) if frames else pd.DataFrame(
+        columns=["task", "dataset", "model", "a", "p", "r2", "n_min", "n_max"])
+    fits["paper_a"] = [paper.TIMING.get(t, {}).get("a") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
+    fits["paper_p"] = [paper.TIMING.get(t, {}).get("p") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
+    write_tsv(args.measurements, measurements)
+    write_tsv(args.out, fits)

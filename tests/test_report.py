@@ -1,0 +1,118 @@
+"""Collecting runs into Tables 1-2, the timing fits, and the HTML report built from them."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inn import paper
+from inn.collect import main as collect_main
+from inn.config import validate_config
+from inn.report import render, scale_differences
+from inn.tables import write_tsv
+from inn.timing import fit_power_law, fit_table
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: float, dev: list[float], **extra):
+    """The files a training and an evaluation job leave, with chosen numbers."""
+    metric = "accuracy" if task == "pos" else "error"
+    train = root / "train" / task / dataset / model / f"seed{seed}"
+    train.mkdir(parents=True)
+    history = pd.DataFrame({"epoch": range(1, len(dev) + 1), "train_loss": np.linspace(2, 1, len(dev)),
+                            f"dev_{metric}": dev})
+    if model == "inn":
+        history["newton_iters"], history["krylov_iters"], history["nonconverged"] = 3.0, 20.0, 0
+    write_tsv(train / "history.tsv", history)
+    evaluation = root / "eval" / task / dataset / model / f"seed{seed}"
+    evaluation.mkdir(parents=True)
+    (evaluation / "metrics.json").write_text(json.dumps({
+        "task": task, "dataset": dataset, "model": model, "seed": seed, metric: test,
+        "per_tag": {"NN": 90.0}, **extra}))
+    return evaluation / "metrics.json", train / "history.tsv"
+
+
+@pytest.fixture
+def runs(tmp_path):
+    files = [
+        fake_run(tmp_path, "walks", "b0.5", "inn", 1, 0.12, [0.2, 0.15]),
+        fake_run(tmp_path, "walks", "b0.5", "inn", 2, 0.14, [0.2, 0.16]),
+        # the bigger b-LSTM is better on test but worse on dev: dev decides.
+        fake_run(tmp_path, "walks", "b0.5", "bilstm-h100", 1, 0.15, [0.2, 0.14]),
+        fake_run(tmp_path, "walks", "b0.5", "bilstm-h300", 1, 0.13, [0.2, 0.18]),
+        fake_run(tmp_path, "walks", "b2", "inn", 1, 0.03, [0.05]),
+        fake_run(tmp_path, "pos", "ewt", "bilstm", 1, 93.0, [90.0, 92.0], unseen_accuracy=80.0),
+        fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [91.0, 92.5], unseen_accuracy=81.0),
+        fake_run(tmp_path, "pos", "ewt", "perceptron", 1, 92.0, [92.0], unseen_accuracy=70.0),
+    ]
+    out = tmp_path / "tables"
+    collect_main(["--metrics", *[str(m) for m, _ in files], "--histories", *[str(h) for _, h in files],
+                  "--corpora", "ewt", "--out", str(out)])
+    return tmp_path, [h for _, h in files]
+
+
+def test_table1_means_seeds_and_picks_the_blstm_size_on_dev(runs):
+    root, _ = runs
+    t1 = pd.read_csv(root / "tables/table1.tsv", sep="\t").set_index("b")
+    assert list(t1.index) == [2.0, 0.5]
+    assert t1.loc[0.5, "inn_error"] == pytest.approx(0.13) and t1.loc[0.5, "inn_seeds"] == 2
+    assert t1.loc[0.5, "bilstm_best_size"] == 100 and t1.loc[0.5, "bilstm_error"] == pytest.approx(0.15)
+    assert t1.loc[0.5, "paper_inn_error"] == paper.TABLE1[0.5]["inn"]
+    assert np.isnan(t1.loc[2.0, "bilstm_error"])
+
+
+def test_table2_orders_models_and_labels_reported_rows(runs):
+    root, _ = runs
+    t2 = pd.read_csv(root / "tables/table2.tsv", sep="\t")
+    ours = t2[t2.run == "ours"]
+    assert ours.model.tolist() == ["bilstm", "inn", "perceptron"]
+    assert ours.set_index("model").loc["inn", "paper_wsj_accuracy"] == 97.37
+    stanford = t2[t2.model == "stanford"].iloc[0]
+    assert np.isnan(stanford.accuracy) and stanford.paper_wsj_accuracy == 97.33 and "not run" in stanford.run
+
+
+def test_power_law_fit_recovers_exponent():
+    n = np.array([10, 20, 40, 80, 160])
+    a, p, r2 = fit_power_law(n, 0.003 * n**1.1)
+    assert a == pytest.approx(0.003) and p == pytest.approx(1.1) and r2 == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    noisy = pd.DataFrame({"task": "pos", "model": "inn", "n": np.repeat(n, 3),
+                          "seconds": np.repeat(0.01 * n**1.3, 3) * rng.lognormal(0, 0.05, 15)})
+    fit = fit_table(noisy, ["task", "model"]).iloc[0]
+    assert fit.p == pytest.approx(1.3, abs=0.05) and 0.99 < fit.r2 <= 1 and (fit.n_min, fit.n_max) == (10, 160)
+
+
+def test_scale_differences_name_reduced_settings():
+    config = validate_config({"walks": {"dim": 4, "sizes": {"train": 100}}, "corpora": {"wsj": {"path": "/x"}}}, SCHEMA)
+    differences = scale_differences(config, SCHEMA)
+    assert "walks.dim = 4 (full reproduction: 10)" in differences
+    assert "walks.sizes.train = 100 (full reproduction: 50000)" in differences
+    assert not any(d.startswith("corpora") for d in differences)
+    assert scale_differences(validate_config({}, SCHEMA), SCHEMA) == []
+
+
+def test_report_tables_parse_back_equal_to_the_tsvs(runs):
+    root, histories = runs
+    tables = root / "tables"
+    write_tsv(tables / "data_pos.tsv", pd.DataFrame({"corpus": ["ewt"], "split": ["train"], "sentences": [10]}))
+    config = validate_config({"walks": {"dim": 4}}, SCHEMA)
+    html = render(config=config, schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
+    assert "Reduced scale" in html and "walks.dim = 4" in html
+    parsed = {t: pd.read_html(io.StringIO(html), attrs={"id": t})[0] for t in ("table1", "table2", "data-pos")}
+    t1 = pd.read_csv(tables / "table1.tsv", sep="\t")
+    assert parsed["table1"]["INN error"].tolist() == pytest.approx(t1.inn_error.round(4).tolist())
+    assert parsed["table1"]["paper: b-LSTM"].tolist() == pytest.approx(t1.paper_bilstm_error.tolist())
+    t2 = pd.read_csv(tables / "table2.tsv", sep="\t")
+    got = pd.to_numeric(parsed["table2"]["accuracy"], errors="coerce")
+    assert got.tolist() == pytest.approx(t2.accuracy.round(2).tolist(), nan_ok=True)
+    assert parsed["table2"]["model"].tolist() == t2.name.tolist()
+    assert parsed["data-pos"].sentences.tolist() == [10]
+    assert html.count("data:image/png;base64,") >= 3  # two learning-curve figures and solver statistics
+    assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched

@@ -1,0 +1,50 @@
+# Collect every run into the paper's tables, and render the one HTML report.
+
+
+rule collect_tables:
+    input:
+        metrics=all_metrics(),
+        histories=run_files(f"results/train/{RUN}/history.tsv", training_runs()),
+    output:
+        table1=report("results/tables/table1.tsv", category="Tables", caption="../report/table1.rst"),
+        table2=report("results/tables/table2.tsv", category="Tables", caption="../report/table2.rst"),
+        runs="results/tables/runs.tsv",
+    log:
+        "logs/collect_tables.log",
+    params:
+        corpora=pos_corpora(),
+        out=lambda wildcards, output: Path(output.table1).parent,
+    conda:
+        ENV
+    shell:
+        "python -m inn collect --metrics {input.metrics} --histories {input.histories}"
+        " --corpora {params.corpora} --out {params.out} 2> {log}"
+
+
+rule render_report:
+    input:
+        tables=rules.collect_tables.output,
+        data=rules.summarize_data.output,
+        histories=run_files(f"results/train/{RUN}/history.tsv", training_runs()),
+        timing=rules.fit_timing.output if config["timing"]["enabled"] else [],
+        benchmarks=run_files(
+            "results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv", benchmarked_runs()
+        ),
+    output:
+        report("results/report/index.html", category="Report", caption="../report/report.rst"),
+    log:
+        "logs/render_report.log",
+    params:
+        config=lambda wildcards: json.dumps(config),
+        schema=Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+        tables=lambda wildcards, input: Path(input.tables[0]).parent,
+        timing=lambda wildcards, input: (
+            f"--timing {input.timing[1]} --timing-fits {input.timing[0]}" if input.timing else ""
+        ),
+        repo=workflow.basedir,
+    conda:
+        ENV
+    shell:
+        "python -m inn report --config-json {params.config:q} --schema {params.schema}"
+        " --tables {params.tables} --histories {input.histories} {params.timing}"
+        " --benchmarks {input.benchmarks} --repo {params.repo} --out {output} 2> {log}"
