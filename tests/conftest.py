@@ -35,7 +35,7 @@ def nltk_data() -> Path:
 
 @pytest.fixture
 def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
-    """A workflow config that runs every data rule in seconds."""
+    """A workflow config that runs every rule in seconds (tiny data, models and timings)."""
     return {
         "corpora": {
             "ewt": {"path": str(ewt_dir)},
@@ -43,6 +43,16 @@ def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
         },
         "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
         "walks": {"b": [1.0, 0.5], "dim": 4, "sizes": {"train": 60, "dev": 20, "test": 20}},
+        # `rule all` trains, evaluates and times every configured model: keep them tiny too
+        "models": {
+            "pos": {"baseline_hidden_size": 6, "perceptron_iterations": 1},
+            "walks": {"inn_hidden_size": 5, "bilstm_hidden_sizes": [4]},
+        },
+        "solver": {"max_iter": 10, "krylov_max_iter": 10},
+        "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10},
+                     "walks": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
+        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
+        "timing": {"lengths": [4, 8], "repeats": 1, "benchmark": {"methods": ["paper", "newton_krylov"], "repeats": 1}},
     }
 
 

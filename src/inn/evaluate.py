@@ -210,7 +210,8 @@ def main(argv: list[str]) -> None:
     if args.history:
         history = read_tsv(args.history)
         metrics["epochs"] = int(history["epoch"].max())
-        metrics["seconds_per_epoch"] = float(history["seconds"].mean())
+        # (the perceptron's one row holds all its passes)
+        metrics["seconds_per_epoch"] = float(history["seconds"].sum()) / max(metrics["epochs"], 1)
     out = Path(args.out)
     write_tsv(out / "predictions.tsv", table)
     write_json(out / "metrics.json", metrics)

@@ -75,6 +75,9 @@ class TrainConfig:
             raise InnError("training: batch_size and max_epochs must be positive and lr > 0")
 
 
+#: model settings a run may give (the rest of ModelConfig comes from the data)
+MODEL_OPTIONS = {"hidden_size", "solver", "solver_options", "trainable_boundary"}
+
 #: settings that may change between an interrupted run and its resumption
 RESUMABLE_CHANGES = {"max_epochs", "patience"}
 
@@ -443,7 +446,11 @@ def _settings_from(args) -> tuple[TrainConfig, dict]:
         raise InnError(f"unknown training setting(s): {', '.join(unknown)}")
     if args.seed is not None:
         training["seed"] = args.seed
-    return TrainConfig(**training), settings.get("model", {})
+    model = settings.get("model", {})
+    unknown = sorted(set(model) - MODEL_OPTIONS)
+    if unknown:
+        raise InnError(f"unknown model setting(s): {', '.join(unknown)} (allowed: {', '.join(sorted(MODEL_OPTIONS))})")
+    return TrainConfig(**training), model
 
 
 def main(argv: list[str]) -> None:
