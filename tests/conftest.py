@@ -58,26 +58,19 @@ def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
 
 @pytest.fixture
 def tiny_workflow_config(tiny_config) -> dict:
-    """The whole workflow (every stage up to the report) in a minute or two: NLTK's sample and
-    the b = 0.5 walks, tiny models, one epoch on data slices, two timing lengths."""
-    small = {"max_epochs": 1, "max_train": 30, "max_dev": 10, "patience": 1}
-    corpora = tiny_config["corpora"]
+    """The whole workflow up to the report in a minute or two: NLTK's sample and the b = 0.5
+    walks only, and fewer models."""
+    corpora, models = tiny_config["corpora"], tiny_config["models"]
     return {
         **tiny_config,
         "scale": "test",
         "device": "cpu",
         "corpora": {**corpora, "ewt": {**corpora["ewt"], "enabled": False}},
         "walks": {**tiny_config["walks"], "b": [0.5]},
-        "models": {
-            "pos": {"run": ["inn", "bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1},
-            "walks": {"run": ["inn", "bilstm"], "inn_hidden_size": 5, "bilstm_hidden_sizes": [4]},
-        },
-        "solver": {"max_iter": 10, "krylov_max_iter": 10},
-        "training": {"pos": small, "walks": small},
-        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
-        "timing": {"lengths": [4, 8], "repeats": 1,
-                   "benchmark": {"methods": ["paper", "newton_krylov"], "repeats": 1}},
+        "models": {"pos": {**models["pos"], "run": ["inn", "bilstm", "perceptron"]},
+                   "walks": {**models["walks"], "run": ["inn", "bilstm"]}},
     }
+
 
 @pytest.fixture(autouse=True)
 def _seed():
