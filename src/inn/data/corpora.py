@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from conllu.exceptions import ParseException
@@ -51,6 +51,21 @@ def _drop_traces(tagged: Iterable[tuple[str, str]]) -> Sentence:
     return [(word, tag) for word, tag in tagged if tag != TRACE_TAG]
 
 
+def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
+    """The blank-line-separated blocks of a text file, as (line number, line) pairs."""
+    block: list[tuple[int, str]] = []
+    with open(path, encoding="utf-8") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            line = raw.rstrip("\r\n")
+            if line.strip():
+                block.append((lineno, line))
+            elif block:
+                yield block
+                block = []
+    if block:
+        yield block
+
+
 # --------------------------------------------------------------------------- CoNLL-U
 
 
@@ -74,15 +89,9 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
     if not path.is_file():
         raise InnError(f"CoNLL-U file not found: {path}")
     sentences: list[Sentence] = []
-    current: Sentence = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                if current:
-                    sentences.append(current)
-                    current = []
-                continue
+    for block in _blocks(path):
+        sentence: Sentence = []
+        for lineno, line in block:
             if line.startswith("#"):
                 continue
             where = f"{path}:{lineno}"
@@ -101,9 +110,9 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
             tag = token[column]
             if tag in (None, "_"):
                 raise InnError(f"{where}: token {token['form']!r} has no {column.upper()} tag")
-            current.append((token["form"], tag))
-    if current:
-        sentences.append(current)
+            sentence.append((token["form"], tag))
+        if sentence:
+            sentences.append(sentence)
     if not sentences:
         raise InnError(f"{path}: no sentences in this CoNLL-U file")
     return sentences
@@ -268,19 +277,12 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
     if not path.is_file():
         raise InnError(f"tagged corpus file not found: {path}")
     sentences: list[Sentence] = []
-    current: Sentence = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            line = line.rstrip("\n")
-            if not line:
-                if current:
-                    sentences.append(current)
-                    current = []
-                continue
+    for block in _blocks(path):
+        sentence: Sentence = []
+        for lineno, line in block:
             word, sep, tag = line.partition("\t")
             if not sep or not tag:
                 raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {line!r}")
-            current.append((word, tag))
-    if current:
-        sentences.append(current)
+            sentence.append((word, tag))
+        sentences.append(sentence)
     return sentences
