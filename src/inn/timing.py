@@ -9,6 +9,7 @@ layer is implicit, and :func:`fit_power_law` fits the law by least squares in lo
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -129,10 +130,10 @@ def _walk_inputs(model, b: float, batch_size: int, device: torch.device, seed: i
     from inn.batches import collate, to_device
     from inn.data.walk import generate_walks
 
-    calls = iter(range(seed, seed + 1_000_000))
+    seeds = itertools.count(seed)  # fresh walks for every call
 
     def make(n: int):
-        walks = generate_walks(batch_size, b, model.config.input_dim, next(calls), max_len=n, min_len=n)
+        walks = generate_walks(batch_size, b, model.config.input_dim, next(seeds), max_len=n, min_len=n)
         batch = to_device(collate([{"x": x, "y": y} for x, y in walks]), device)
         return model.encoder(batch), batch["mask"]
 
