@@ -114,7 +114,9 @@ def model_settings(wildcards):
     options = {}
     if model == "inn":
         options["hidden_size"] = sizes["inn_hidden_size"]
-        solver_options = {"tol": solver["tol"], "max_iter": solver["max_iter"], "strict": solver["strict"]}
+        solver_options = {"tol": solver["tol"], "strict": solver["strict"]}
+        if solver["max_iter"] is not None:
+            solver_options["max_iter"] = solver["max_iter"]
         if solver["name"] == "newton_krylov":
             solver_options["krylov_max_iter"] = solver["krylov_max_iter"]
         options.update(solver=solver["name"], trainable_boundary=solver["trainable_boundary"],
