@@ -137,7 +137,7 @@ def learning_curves(histories: pd.DataFrame) -> list[dict]:
 
 
 def solver_curves(histories: pd.DataFrame) -> str | None:
-    """Newton and Krylov iterations and non-converged sequences per epoch of the INN runs."""
+    """Outer (Newton or Anderson) and Krylov iterations and non-converged sequences per epoch of the INN runs."""
     if histories.empty or "newton_iters" not in histories:
         return None
     inn = histories[histories.newton_iters.notna()]
@@ -150,7 +150,7 @@ def solver_curves(histories: pd.DataFrame) -> str | None:
         axes[1].plot(run.epoch, run.krylov_iters, marker=".", label=label)
         if "nonconverged" in run:
             axes[2].plot(run.epoch, run.nonconverged, marker=".", label=label)
-    axes[0].set(xlabel="epoch", ylabel="mean Newton iterations / batch")
+    axes[0].set(xlabel="epoch", ylabel="mean outer iterations / batch")
     axes[1].set(xlabel="epoch", ylabel="mean Krylov iterations / batch")
     axes[2].set(xlabel="epoch", ylabel="non-converged sequences")
     axes[0].legend(fontsize=7)
@@ -184,7 +184,7 @@ def timing_figure(measurements: pd.DataFrame, fits: pd.DataFrame) -> str | None:
         inn = measurements[measurements.newton_iters.notna()]
         for (task, model), group in inn.groupby(["task", "model"], sort=False):
             per_n = group.groupby("n")[["newton_iters", "krylov_iters"]].mean()
-            ax.plot(per_n.index, per_n.newton_iters, "o-", label=f"{task} {model}: Newton")
+            ax.plot(per_n.index, per_n.newton_iters, "o-", label=f"{task} {model}: outer")
             ax.plot(per_n.index, per_n.krylov_iters, "s--", label=f"{task} {model}: Krylov")
         ax.set(xscale="log", xlabel="sequence length n", ylabel="iterations per solve",
                title="implicit layer: solver iterations")
