@@ -7,6 +7,8 @@ import torch
 
 from conftest import make_batch, make_layer
 from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
+from inn.solvers.anderson import SWEEPS
+from inn.solvers.tridiagonal import Tridiagonal
 from inn.solvers.block_tridiagonal import (
     batched_solve,
     block_tridiagonal_solve,
@@ -60,6 +62,54 @@ def test_all_solvers_agree(problem, method):
     assert (stats.residual <= 1e-11).all()
     assert torch.allclose(H, ref, atol=1e-9)
     assert (H[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("sweep", sorted(SWEEPS))
+def test_every_anderson_sweep_reaches_the_same_states(problem, sweep):
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    ref, _ = solve(system, "newton_direct", tol=1e-12)
+    H, stats = solve(system, "anderson", tol=1e-11, sweep=sweep)
+    assert stats.converged.all(), stats.summary()
+    assert torch.allclose(H, ref, atol=1e-9)
+
+
+def test_tridiagonal_against_dense_solve():
+    B, n, k = 3, 7, 4
+    gen = torch.Generator().manual_seed(3)
+    # the layer's coefficients: lower + upper = 1 - z <= 1 (here up to 1, the hardest case)
+    keep = torch.rand(B, n, k, generator=gen, dtype=torch.float64)
+    keep[0] = 1.0  # z = 0 everywhere in one sample: a pure diffusion along the sequence
+    s = torch.rand(B, n, k, generator=gen, dtype=torch.float64)
+    lower, upper = keep * s, keep * (1 - s)
+    b = torch.randn(B, n, k, generator=gen, dtype=torch.float64)
+    dense = torch.zeros(B, k, n, n, dtype=torch.float64)
+    t = torch.arange(n)
+    dense[..., t, t] = 1.0
+    dense[..., t[1:], t[:-1]] = -lower[:, 1:].transpose(1, 2)
+    dense[..., t[:-1], t[1:]] = -upper[:, :-1].transpose(1, 2)
+    rhs = b.transpose(1, 2).unsqueeze(-1)  # (B, k, n, 1)
+    expected = torch.linalg.solve(dense, rhs).squeeze(-1).transpose(1, 2)
+    assert torch.allclose(Tridiagonal(lower, upper).solve(b), expected, atol=1e-10)
+    expected_t = torch.linalg.solve(dense.mT, rhs).squeeze(-1).transpose(1, 2)
+    assert torch.allclose(Tridiagonal.transposed(lower, upper).solve(b), expected_t, atol=1e-10)
+
+
+def test_tridiagonal_step_is_exact_newton_without_recurrent_weights():
+    # with U = 0 the gates do not depend on H, F is affine and its Jacobian is exactly the
+    # copy coupling: one tridiagonal step must land on the solution from anywhere
+    layer = make_layer(scale=1.5)
+    with torch.no_grad():
+        for weight in (layer.weight_pn, layer.weight_zr, layer.weight_c):
+            weight.zero_()
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 4, 1])
+    system = layer.system(xi, mask)
+    H = system.tridiagonal_step(torch.randn(system.shape, dtype=torch.float64) * mask.unsqueeze(-1))
+    assert torch.allclose(system.F(H), H, atol=1e-12)
+    lower, upper = system.linearize(H).copy
+    L, R = system.linearize(H).blocks(2)
+    assert torch.allclose(L, torch.diag_embed(lower[:, 2]))
+    assert torch.allclose(R, torch.diag_embed(upper[:, 2]))
 
 
 def test_paper_mode_two_candidates_in_parallel(problem):

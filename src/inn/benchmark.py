@@ -48,6 +48,7 @@ METHODS: dict[str, tuple[str, dict]] = {
     "newton_krylov": ("newton_krylov", {}),
     "newton_direct": ("newton_direct", {}),
     "anderson": ("anderson", {}),
+    "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
     "fixed_point": ("fixed_point", {}),
 }
 BASELINES = ("gru", "lstm")

@@ -10,11 +10,13 @@ replaces the incoming gradient dL/dH by u. Autograd then carries u through that 
 evaluation to every parameter and to xi. Nothing is backpropagated through the solver's
 iterations, and H* itself is detached.
 
-The adjoint system is solved (``backward_solver``) by Anderson-accelerated red-black
-Gauss-Seidel sweeps on u = g + J^T u ("anderson", default: the fastest measured), by
-BiCGSTAB with analytic vector-Jacobian products ("bicgstab", the paper's choice), by Anderson
-or plain iteration with whole J^T products ("anderson_jacobi", "fixed_point"), or exactly
-through the block-tridiagonal structure ("direct"). Its tolerance (``backward_tol``,
+The adjoint system is solved (``backward_solver``) by Anderson acceleration of
+u <- u + (I - D^T)^{-1} (g + J^T u - u), with D the elementwise copy coupling factorised once
+("anderson", default: the fastest measured on trained weights), of red-black Gauss-Seidel
+sweeps on u = g + J^T u ("anderson_red_black"), by BiCGSTAB with analytic vector-Jacobian
+products ("bicgstab", the paper's choice), by Anderson or plain iteration with whole J^T
+products ("anderson_jacobi", "fixed_point"), or exactly through the block-tridiagonal
+structure ("direct"). Its tolerance (``backward_tol``,
 relative to ||dL/dH||) defaults to the forward ``tol``.
 """
 

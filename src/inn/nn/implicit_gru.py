@@ -34,6 +34,7 @@ import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from inn.errors import InnError
+from inn.solvers.tridiagonal import Tridiagonal
 
 
 
@@ -110,6 +111,7 @@ class GRULinearization:
         rd = r * (1 - r)
         cd = 1 - c * c
         self.one_minus_z = 1 - z
+        self.copy = system.copy_coupling(s, z)  # (lower, upper): the elementwise coupling
         self.gz = (c - hhat) * zd  # dh/da_z
         self.gc = z * cd  # dh/da_c
         self.hrd = hhat * rd  # d(r*hhat)/da_r
@@ -262,6 +264,25 @@ class GRUSystem:
             h, _ = cell(self.X[:, sl], prev, nxt, *self.weights)
             H[:, sl] = h * self.maskf[:, sl]
         return H
+
+    def copy_coupling(self, s: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+        """The elementwise part of dF_t/dh_{t-1} and dF_t/dh_{t+1}: (1 - z) s and
+        (1 - z)(1 - s), the gated copy of the neighbours, zero where there is no neighbour."""
+        keep = (1 - z) * self.maskf
+        return keep * s, keep * (1 - s) * self.next_real.unsqueeze(-1).to(keep.dtype)
+
+    def tridiagonal_step(self, H: Tensor) -> Tensor:
+        """H + (I - D)^{-1} (F(H) - H), D the copy coupling at H (:meth:`copy_coupling`).
+
+        A Newton step with the Jacobian's elementwise part only: it solves the gated copy
+        of the neighbours exactly, unit by unit along the sequence (the slow, length-dependent
+        modes of trained weights; :mod:`inn.solvers.tridiagonal`), and leaves the couplings
+        through the weight matrices to Anderson. Same fixed points as F; costs one cell
+        evaluation and a tridiagonal solve.
+        """
+        prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
+        h, (s, _, _, _, z, _, _) = cell(self.X, prev, nxt, *self.weights)
+        return H + Tridiagonal(*self.copy_coupling(s, z)).solve(h * self.maskf - H)
 
     def linearize(self, H: Tensor) -> GRULinearization:
         return GRULinearization(self, H)

@@ -38,6 +38,7 @@ from inn.solvers._common import (
 )
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
+from inn.solvers.tridiagonal import Tridiagonal
 
 log = logging.getLogger(__name__)
 
@@ -243,12 +244,15 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
-def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "red_black"):
+def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal"):
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
+    true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
-        true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
+    elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
+        copy = Tridiagonal.transposed(*lin.copy)
+        fmap = lambda u: u + copy.solve(g + lin.vjp(u) - u)  # noqa: E731
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
@@ -257,7 +261,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     )
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
-    name = ("anderson" if memory else "fixed_point") + ("_red_black" if sweep == "red_black" else "")
+    name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
     return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
 
 
@@ -267,6 +271,10 @@ def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int):
 
 def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int):
     return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi")
+
+
+def _adjoint_anderson_red_black(lin, g: Tensor, *, tol: float, max_iter: int):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="red_black")
 
 
 def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
@@ -281,7 +289,8 @@ def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
 #: name -> adjoint solver for the implicit backward pass
 ADJOINT_SOLVERS = {
     "bicgstab": _adjoint_bicgstab,
-    "anderson": _adjoint_anderson,  # red-black sweeps, Anderson-accelerated
+    "anderson": _adjoint_anderson,  # tridiagonal-preconditioned steps, Anderson-accelerated
+    "anderson_red_black": _adjoint_anderson_red_black,
     "anderson_jacobi": _adjoint_anderson_jacobi,
     "fixed_point": _adjoint_fixed_point,
     "direct": _adjoint_direct,

@@ -5,14 +5,23 @@ minimising ||sum_i alpha_i (T(x_i) - x_i)||, per sequence, and steps to
 beta * sum alpha_i T(x_i) + (1 - beta) * sum alpha_i x_i. One map evaluation per step, no
 Jacobian. With m = 0 it is the damped iteration x <- (1 - beta) x + beta T(x).
 
-The map T is either F itself (``sweep="jacobi"``: every position from the old neighbours)
-or a red-black Gauss-Seidel sweep (``sweep="red_black"``, default): even positions first,
-then odd ones from the new even ones. Both cost one evaluation of the cell per position and
-have the same fixed points; on this nearest-neighbour system the red-black sweep contracts
-about like two Jacobi steps. Because the sweep's own residual is only a proxy, a sequence
-counts as converged when the true residual ||H - F(H)|| / ||H|| is below ``tol`` (checked
-with one F evaluation when the proxy says so). The same iteration solves the adjoint system
-u = g + J^T u in the backward pass.
+The map T (``sweep``) has the same fixed points as F and costs one evaluation of the cell
+per position:
+
+- ``"tridiagonal"`` (default): H + (I - D)^{-1} (F(H) - H), where D is the gated copy of
+  the neighbours, (1 - z)(s h_{t-1} + (1 - s) h_{t+1}), solved exactly unit by unit along
+  the sequence (:mod:`inn.solvers.tridiagonal`). On trained weights, whose slow modes are
+  that copy diffusing along the sentence, it needs about 17 iterations at any length where
+  the red-black sweep needs 25 to 45, rising with n; at initialisation the two are level.
+- ``"red_black"``: a red-black Gauss-Seidel sweep, even positions first, then odd ones from
+  the new even ones; on this nearest-neighbour system it contracts about like two Jacobi
+  steps.
+- ``"jacobi"``: F itself, every position from the old neighbours.
+
+Because a sweep's own residual is only a proxy, a sequence counts as converged when the
+true residual ||H - F(H)|| / ||H|| is below ``tol`` (checked with one F evaluation when the
+proxy says so). The same iterations solve the adjoint system u = g + J^T u in the backward
+pass (:data:`inn.solvers.ADJOINT_SOLVERS`).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from inn.errors import InnError
 from inn.solvers._common import Counter, ResultCode, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
-OPTIONS = {"memory": 5, "beta": 1.0, "regularization": 1e-8, "sweep": "red_black", "divergence_factor": 1e4}
+OPTIONS = {"memory": 5, "beta": 1.0, "regularization": 1e-8, "sweep": "tridiagonal", "divergence_factor": 1e4}
 FIXED_POINT_OPTIONS = {"beta": 1.0, "sweep": "jacobi", "divergence_factor": 1e4}
 
 
@@ -145,16 +154,22 @@ def anderson_iterate(
     return best_x, iterations, true_res, code, evals, checks
 
 
+#: sweep name -> the map T of a system whose fixed points Anderson finds
+SWEEPS = {
+    "jacobi": lambda system: system.F,
+    "red_black": lambda system: system.sweep,
+    "tridiagonal": lambda system: system.tridiagonal_step,
+}
+
+
 def _map(system, sweep: str):
-    if sweep == "red_black":
-        return system.sweep
-    if sweep == "jacobi":
-        return system.F
-    raise InnError(f"sweep must be 'red_black' or 'jacobi', not {sweep!r}")
+    if sweep not in SWEEPS:
+        raise InnError(f"sweep must be one of {', '.join(SWEEPS)}, not {sweep!r}")
+    return SWEEPS[sweep](system)
 
 
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
-             memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "red_black",
+             memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
              divergence_factor: float = 1e4):
     """Anderson acceleration of H <- T(H), T = F or its red-black sweep; see :func:`inn.solvers.solve`."""
     fmap = _map(system, sweep)
