@@ -10,7 +10,10 @@ measured in the same run, with the solver's iteration counts and residuals. Weig
   (``--harder``, default 0.84). Training grows the recurrent weights; real systems are
   harder than fresh ones, and this radius is the contraction factor of plain iteration;
 - ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
-  --prefix PREFIX``), when given.
+  --prefix PREFIX``), when given. With ``--data`` (the prepared data folder the model was
+  trained on; the checkpoint must then be a whole ``inn`` model) its inputs are what the
+  layer sees in use, the trained encoder's output on windows of real dev tokens (or fresh
+  walks), instead of Gaussian noise.
 
 The baselines are timed with each weight set's inputs (their own fresh weights). Per
 (weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
@@ -278,9 +281,21 @@ def run(args: argparse.Namespace) -> list[Row]:
     weight_sets: list[tuple[str, int, object]] = [("init", k, None) for k in args.hidden]
     for contraction in args.harder:
         weight_sets += [(f"harder{contraction:g}", k, contraction) for k in args.hidden]
-    state = None
-    if args.checkpoint:
+    state = real_inputs = None
+    if args.data:
+        if not args.checkpoint:
+            raise InnError("--data needs --checkpoint, the trained model whose encoder makes the inputs")
+        from inn.models import load_checkpoint
+        from inn.timing import realistic_inputs
+
+        model, meta = load_checkpoint(args.checkpoint, device=device)
+        if not isinstance(getattr(model, "rnn", None), ImplicitGRU):
+            raise InnError(f"{args.checkpoint} is not an INN checkpoint: --data needs the whole trained INN")
+        state = model.rnn.state_dict()
+        real_inputs = realistic_inputs(model, meta, args.data, args.batch, device, args.seed)
+    elif args.checkpoint:
         state = load_layer_weights(args.checkpoint, args.prefix)
+    if state is not None:
         weight_sets.append(("checkpoint", state["weight_x"].shape[0] // 5, None))
     rows: list[Row] = []
     for weights, k, contraction in weight_sets:
@@ -302,6 +317,8 @@ def run(args: argparse.Namespace) -> list[Row]:
         for n in args.lengths:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
             mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
+            if real_inputs is not None and weights == "checkpoint":
+                xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
             common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
                           threads=torch.get_num_threads(), clock=args.clock)
@@ -459,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding trained ImplicitGRU weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
+    parser.add_argument("--data", help="with a whole INN checkpoint: its prepared data folder; the trained layer is then "
+                                       "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=5)

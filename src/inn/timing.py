@@ -140,23 +140,34 @@ def _walk_inputs(model, b: float, batch_size: int, device: torch.device, seed: i
     return make
 
 
+def realistic_inputs(model, meta: dict, data: str, batch_size: int, device: torch.device, seed: int = 0):
+    """``n -> (xi, mask)`` for a trained model: POS models see windows of real dev tokens
+    from the prepared corpus folder ``data`` (so the implicit layer solves the systems its
+    trained weights produce on real text), walk models fresh walks with the model's b."""
+    if model.config.task == "pos":
+        make = _pos_inputs(model, data, batch_size, device, seed)
+    else:
+        make = _walk_inputs(model, float(meta["dataset"].removeprefix("b")), batch_size, device, seed)
+
+    def detached(n: int) -> tuple[Tensor, Tensor]:
+        with torch.no_grad():
+            xi, mask = make(n)
+        return xi, mask
+
+    return detached
+
+
 def time_checkpoint(checkpoint: str, data: str, lengths: list[int], repeats: int = 3,
                     batch_size: int = 20, device: str = "auto", seed: int = 0) -> pd.DataFrame:
-    """Time a trained model's hidden states on realistic inputs of each length.
-
-    POS models see windows of real dev tokens (so the implicit layer solves the systems its
-    trained weights produce on real text); walk models see fresh walks with the model's b.
-    """
+    """Time a trained model's hidden states on realistic inputs of each length
+    (:func:`realistic_inputs`)."""
     from inn.device import resolve_device
     from inn.models import load_checkpoint
 
     device = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, device=device)
     task = model.config.task
-    if task == "pos":
-        make = _pos_inputs(model, data, batch_size, device, seed)
-    else:
-        make = _walk_inputs(model, float(meta["dataset"].removeprefix("b")), batch_size, device, seed)
+    make = realistic_inputs(model, meta, data, batch_size, device, seed)
     stats = (lambda: model.rnn.last_stats) if hasattr(model.rnn, "last_stats") else None
     frame = measure(model.hidden_states, make, lengths, repeats=repeats, device=device, stats=stats)
     frame.insert(0, "model", meta["model"])

@@ -1,6 +1,7 @@
 # Runtime scaling (paper section 4): seconds to compute the hidden states of a batch against
 # sequence length, for every trained neural model of the timed data sets, fitted as a n^p; and
-# the implicit-layer benchmark (every solver against GRU/LSTM) on the trained INN weights and
+# the implicit-layer benchmark (every solver against GRU/LSTM) on the trained INN, fed real dev
+# tokens through its encoder (walks: fresh walks), and
 # on fresh weights of the same size.
 
 
@@ -48,6 +49,7 @@ rule fit_timing:
 rule benchmark_implicit:
     input:
         checkpoint=f"results/train/{RUN}/checkpoint.pt",
+        data=data_files(["dev"]),
     output:
         measurements="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv",
         fits="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}_fits.csv",
@@ -58,6 +60,7 @@ rule benchmark_implicit:
     wildcard_constraints:
         model="inn",
     params:
+        data=data_dir,
         timing=config["timing"],
         hidden=inn_hidden_size,
         tol=config["solver"]["tol"],
@@ -70,7 +73,7 @@ rule benchmark_implicit:
     conda:
         ENV
     shell:
-        "python -m inn benchmark --checkpoint {input.checkpoint} --prefix rnn. --hidden {params.hidden}"
+        "python -m inn benchmark --checkpoint {input.checkpoint} --data {params.data} --hidden {params.hidden}"
         " --harder --lengths {params.timing[lengths]}"
         " --batch {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"
