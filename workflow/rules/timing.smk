@@ -1,8 +1,7 @@
 # Runtime scaling (paper section 4): seconds to compute the hidden states of a batch against
 # sequence length, for every trained neural model of the timed data sets, fitted as a n^p; and
 # the implicit-layer benchmark (every solver against GRU/LSTM) on the trained INN, fed real dev
-# tokens through its encoder (walks: fresh walks), and
-# on fresh weights of the same size.
+# tokens through its encoder (walks: fresh walks), and on fresh weights of the same size.
 
 
 rule time_model:
