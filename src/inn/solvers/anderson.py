@@ -82,15 +82,17 @@ def anderson_iterate(
         fx = fmap(x)
         evals += 1
         g = fx - x
-        res = batch_norm(g) / scale(x).clamp_min(tiny)
-        if res0 is None:
-            res0 = res.clone()
-        finite = torch.isfinite(res)
+        gnorm = batch_norm(g)
+        # from x = 0 the relative residual is +inf (float32 overflows ||g|| / tiny): not a
+        # failure, only not converged; a NaN or Inf in the iterate itself is one
+        finite = torch.isfinite(gnorm)
+        res = torch.where(finite, gnorm / scale(x).clamp_min(tiny), gnorm)
+        res0 = res.clone() if res0 is None else torch.where(torch.isfinite(res0), res0, res)
         improve = ~done & finite & (res < best_res)
         best_x = x if bool(improve.all()) else torch.where(bcast(improve, x), x, best_x)
         best_res = torch.where(improve, res, best_res)
         bad = ~done & ~finite
-        diverged = ~done & finite & (res > divergence_factor * res0.clamp_min(tiny))
+        diverged = ~done & finite & torch.isfinite(res0) & (res > divergence_factor * res0.clamp_min(tiny))
         code = torch.where(bad, int(ResultCode.NONFINITE), code)
         code = torch.where(diverged, int(ResultCode.DIVERGED), code)
         failed = failed | bad | diverged
