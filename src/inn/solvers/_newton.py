@@ -56,7 +56,7 @@ def newton_loop(
     newton_it = torch.zeros(CB, dtype=torch.int64, device=dev)
     inner_it = torch.zeros(CB, dtype=torch.int64, device=dev)
     code = torch.full((CB,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
-    failed = ~torch.isfinite(res)
+    failed = ~torch.isfinite(gnorm)  # res is +inf at H = 0 (float32), which is no failure
     code = torch.where(failed, int(ResultCode.NONFINITE), code)
     gnorm_prev = None
     for _ in range(max_iter):
