@@ -34,6 +34,7 @@ import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from inn.errors import InnError
+from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
 
@@ -271,18 +272,21 @@ class GRUSystem:
         keep = (1 - z) * self.maskf
         return keep * s, keep * (1 - s) * self.next_real.unsqueeze(-1).to(keep.dtype)
 
-    def tridiagonal_step(self, H: Tensor) -> Tensor:
+    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """H + (I - D)^{-1} (F(H) - H), D the copy coupling at H (:meth:`copy_coupling`).
 
         A Newton step with the Jacobian's elementwise part only: it solves the gated copy
         of the neighbours exactly, unit by unit along the sequence (the slow, length-dependent
         modes of trained weights; :mod:`inn.solvers.tridiagonal`), and leaves the couplings
         through the weight matrices to Anderson. Same fixed points as F; costs one cell
-        evaluation and a tridiagonal solve.
+        evaluation and a tridiagonal solve. ``with_residual``: also return H's relative
+        residual ||F(H) - H|| / ||H|| per sequence, which the step computes anyway.
         """
         prev, nxt = _neighbours(H, self.next_real, self.h_start, self.h_end)
         h, (s, _, _, _, z, _, _) = cell(self.X, prev, nxt, *self.weights)
-        return H + Tridiagonal(*self.copy_coupling(s, z)).solve(h * self.maskf - H)
+        G = h * self.maskf - H
+        step = H + Tridiagonal(*self.copy_coupling(s, z)).solve(G)
+        return (step, relative_residual(G, H)) if with_residual else step
 
     def linearize(self, H: Tensor) -> GRULinearization:
         return GRULinearization(self, H)

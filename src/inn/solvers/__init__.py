@@ -252,7 +252,11 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
         copy = Tridiagonal.transposed(*lin.copy)
-        fmap = lambda u: u + copy.solve(g + lin.vjp(u) - u)  # noqa: E731
+
+        def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
+            r = g + lin.vjp(u) - u  # the true residual, reported to Anderson as its test
+            return u + copy.solve(r), batch_norm(r) / scale.clamp_min(tiny)
+
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None

@@ -40,7 +40,7 @@ FIXED_POINT_OPTIONS = {"beta": 1.0, "sweep": "jacobi", "divergence_factor": 1e4}
 
 
 def anderson_iterate(
-    fmap: Callable[[Tensor], Tensor],
+    fmap: Callable[[Tensor], Tensor | tuple[Tensor, Tensor]],
     x: Tensor,
     scale: Callable[[Tensor], Tensor],
     *,
@@ -57,7 +57,9 @@ def anderson_iterate(
 
     The residual is ||fmap(x) - x|| / scale(x), or, when ``true_residual`` is given, that
     function's value, evaluated only when the proxy is below the sample's threshold (which
-    tightens if the check fails). Returns (x, iterations, residual, code, fmap evaluations,
+    tightens if the check fails). A map that computes the true residual of its input anyway
+    (a preconditioned step) returns ``(T(x), residual of x)``; that residual is then the test,
+    at no extra cost. Returns (x, iterations, residual, code, fmap evaluations,
     true-residual evaluations), per sample; each sample keeps its lowest-residual iterate and
     stops when done.
     """
@@ -81,12 +83,14 @@ def anderson_iterate(
     for it in range(max_iter + 1):
         fx = fmap(x)
         evals += 1
+        fx, reported = fx if isinstance(fx, tuple) else (fx, None)
         g = fx - x
         gnorm = batch_norm(g)
         # from x = 0 the relative residual is +inf (float32 overflows ||g|| / tiny): not a
         # failure, only not converged; a NaN or Inf in the iterate itself is one
         finite = torch.isfinite(gnorm)
-        res = torch.where(finite, gnorm / scale(x).clamp_min(tiny), gnorm)
+        res = gnorm / scale(x).clamp_min(tiny) if reported is None else reported
+        res = torch.where(finite, res, gnorm)
         res0 = res.clone() if res0 is None else torch.where(torch.isfinite(res0), res0, res)
         improve = ~done & finite & (res < best_res)
         best_x = x if bool(improve.all()) else torch.where(bcast(improve, x), x, best_x)
@@ -97,7 +101,7 @@ def anderson_iterate(
         code = torch.where(diverged, int(ResultCode.DIVERGED), code)
         failed = failed | bad | diverged
         proxy_ok = (best_res <= threshold) & ~failed & ~verified
-        if true_residual is None:
+        if true_residual is None or reported is not None:
             verified = verified | proxy_ok
             true_res = best_res
         elif bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(verified, groups) | failed).all()):
@@ -142,7 +146,7 @@ def anderson_iterate(
                 x_next = beta * x_next + (1 - beta) * (alpha.mT @ Xb[:, :m]).reshape(x.shape)
         # finished or failed samples stop moving (their rows cost a little, but stay put)
         x = torch.where(bcast(done, x), best_x, x_next) if bool(done.any()) else x_next
-    if true_residual is not None:
+    if true_residual is not None and reported is None:
         # samples that ran out of iterations: report their true residual too
         unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
         if bool(unchecked.any()):
@@ -160,7 +164,7 @@ def anderson_iterate(
 SWEEPS = {
     "jacobi": lambda system: system.F,
     "red_black": lambda system: system.sweep,
-    "tridiagonal": lambda system: system.tridiagonal_step,
+    "tridiagonal": lambda system: lambda H: system.tridiagonal_step(H, with_residual=True),
 }
 
 
