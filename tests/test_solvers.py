@@ -74,8 +74,10 @@ def test_every_anderson_sweep_reaches_the_same_states(problem, sweep):
     assert torch.allclose(H, ref, atol=1e-9)
 
 
-def test_tridiagonal_against_dense_solve():
-    B, n, k = 3, 7, 4
+@pytest.mark.parametrize("method", ["thomas", "pcr"])
+@pytest.mark.parametrize("n", [1, 2, 7, 16])
+def test_tridiagonal_against_dense_solve(method, n):
+    B, k = 3, 4
     gen = torch.Generator().manual_seed(3)
     # the layer's coefficients: lower + upper = 1 - z <= 1 (here up to 1, the hardest case)
     keep = torch.rand(B, n, k, generator=gen, dtype=torch.float64)
@@ -90,9 +92,28 @@ def test_tridiagonal_against_dense_solve():
     dense[..., t[:-1], t[1:]] = -upper[:, :-1].transpose(1, 2)
     rhs = b.transpose(1, 2).unsqueeze(-1)  # (B, k, n, 1)
     expected = torch.linalg.solve(dense, rhs).squeeze(-1).transpose(1, 2)
-    assert torch.allclose(Tridiagonal(lower, upper).solve(b), expected, atol=1e-10)
+    assert torch.allclose(Tridiagonal(lower, upper, method).solve(b), expected, rtol=1e-10, atol=1e-10)
     expected_t = torch.linalg.solve(dense.mT, rhs).squeeze(-1).transpose(1, 2)
-    assert torch.allclose(Tridiagonal.transposed(lower, upper).solve(b), expected_t, atol=1e-10)
+    lower_t, upper_t = Tridiagonal.transposed_coefficients(lower, upper)
+    assert torch.allclose(Tridiagonal(lower_t, upper_t, method).solve(b), expected_t, rtol=1e-10, atol=1e-10)
+
+
+def test_layer_with_the_accelerator_tridiagonal_solver(problem, monkeypatch):
+    # CUDA uses parallel cyclic reduction: forced here on the CPU, forward and adjoint
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    ref, _ = solve(system, "newton_direct", tol=1e-12)
+    x = xi.clone().requires_grad_(True)
+    layer.options.update(tol=1e-11)
+    layer.backward_options.update(backward_tol=1e-11)
+    layer(x, mask).pow(2).sum().backward()
+    expected = x.grad.clone()
+    monkeypatch.setattr(Tridiagonal, "default_method", staticmethod(lambda device: "pcr"))
+    H, stats = solve(system, "anderson", tol=1e-11)
+    assert stats.converged.all() and torch.allclose(H, ref, atol=1e-9)
+    x = xi.clone().requires_grad_(True)
+    layer(x, mask).pow(2).sum().backward()
+    assert torch.allclose(x.grad, expected, atol=1e-8)
 
 
 def test_tridiagonal_step_is_exact_newton_without_recurrent_weights():
