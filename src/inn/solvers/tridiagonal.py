@@ -29,6 +29,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from inn.errors import InnError
+
 
 class Tridiagonal:
     """The matrix I - (lower, upper) of shape (B, n, k) coefficients, along dim 1.
@@ -44,7 +46,7 @@ class Tridiagonal:
             self.sup = torch.cat([-upper[:, :-1], torch.zeros_like(upper[:, :1])], 1)
             return
         if self.method != "thomas":
-            raise ValueError(f"method must be 'thomas' or 'pcr', not {method!r}")
+            raise InnError(f"tridiagonal method must be 'thomas' or 'pcr', not {method!r}")
         n = lower.shape[1]
         self.lower = lower.unbind(1)
         inv = [torch.ones_like(lower[:, 0])]  # 1 / pivot_t
