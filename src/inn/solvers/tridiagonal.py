@@ -42,8 +42,7 @@ class Tridiagonal:
     def __init__(self, lower: Tensor, upper: Tensor, method: str | None = None) -> None:
         self.method = method or self.default_method(lower.device)
         if self.method == "pcr":
-            self.sub = torch.cat([torch.zeros_like(lower[:, :1]), -lower[:, 1:]], 1)
-            self.sup = torch.cat([-upper[:, :-1], torch.zeros_like(upper[:, :1])], 1)
+            self._factor_pcr(lower, upper)
             return
         if self.method != "thomas":
             raise InnError(f"tridiagonal method must be 'thomas' or 'pcr', not {method!r}")
@@ -55,6 +54,42 @@ class Tridiagonal:
             inv.append(1.0 / (1.0 + self.lower[t] * ratio[t - 1]))
             ratio.append(-upper[:, t] * inv[t])
         self.inv, self.ratio = inv, ratio
+
+    def _factor_pcr(self, lower: Tensor, upper: Tensor) -> None:
+        """Parallel cyclic reduction of the coefficients, kept for every solve.
+
+        Row t reads d_t x_t - l_t x_{t-s} - u_t x_{t+s} = r_t at stride s (first s = 1, d = 1).
+        Adding k1 = l_t / d_{t-s} times row t - s and k2 = u_t / d_{t+s} times row t + s
+        removes x_{t-s} and x_{t+s} and couples row t to t - 2s and t + 2s instead; after
+        ceil(log2 n) strides every row stands alone. Rows beyond the ends are identity rows.
+        The factors k1, k2 per stride depend on the matrix only, so a solve replays them on
+        the right-hand side. All terms stay non-negative (l, u >= 0): no cancellation in the
+        pivots.
+
+        Written for few kernel launches (what bounds it on a GPU at these sizes): each
+        quantity lives in the middle of a buffer whose margins hold what lies beyond the
+        ends, so t - s and t + s are views, and each stride writes into a second buffer.
+        """
+        B, n, k = lower.shape
+        self.margin = 1 << max(n - 1, 1).bit_length() - 1  # the largest stride
+        low, up = _Buffers(lower, self.margin, 0.0), _Buffers(upper, self.margin, 0.0)
+        diag = _Buffers(lower, self.margin, 1.0)
+        low.mid[:, 1:] = lower[:, 1:]
+        up.mid[:, :-1] = upper[:, :-1]
+        self.factors = []
+        stride = 1
+        while stride < n:
+            k1 = low.mid / diag.shifted(-stride)
+            k2 = up.mid / diag.shifted(stride)
+            dk = torch.addcmul(diag.mid, k1, up.shifted(-stride), value=-1)
+            torch.addcmul(dk, k2, low.shifted(stride), value=-1, out=diag.next)
+            torch.mul(k1, low.shifted(-stride), out=low.next)
+            torch.mul(k2, up.shifted(stride), out=up.next)
+            for buffers in (diag, low, up):
+                buffers.swap()
+            self.factors.append((stride, k1, k2))
+            stride *= 2
+        self.inv_diag = 1.0 / diag.mid
 
     @staticmethod
     def default_method(device: torch.device) -> str:
@@ -76,27 +111,13 @@ class Tridiagonal:
         return torch.stack(x, 1)
 
     def _pcr(self, b: Tensor) -> Tensor:
-        """Parallel cyclic reduction: at stride s every row eliminates its couplings to rows
-        t - s and t + s using those rows; after ceil(log2 n) strides each row stands alone.
-        Rows beyond the ends are identity rows (sub = sup = 0, diag = 1, rhs = 0)."""
-        sub, sup, rhs = self.sub, self.sup, b
-        diag = torch.ones_like(b)
-        n = b.shape[1]
-        stride = 1
-        while stride < n:
-            def before(x: Tensor, fill: float) -> Tensor:  # x[:, t - stride]
-                return torch.cat([torch.full_like(x[:, :stride], fill), x[:, :-stride]], 1)
-
-            def after(x: Tensor, fill: float) -> Tensor:  # x[:, t + stride]
-                return torch.cat([x[:, stride:], torch.full_like(x[:, :stride], fill)], 1)
-
-            k1 = sub / before(diag, 1.0)
-            k2 = sup / after(diag, 1.0)
-            diag = diag - before(sup, 0.0) * k1 - after(sub, 0.0) * k2
-            rhs = rhs - before(rhs, 0.0) * k1 - after(rhs, 0.0) * k2
-            sub, sup = -before(sub, 0.0) * k1, -after(sup, 0.0) * k2
-            stride *= 2
-        return rhs / diag
+        """Replay the reduction's factors on b: r_t += k1 r_{t-s} + k2 r_{t+s} per stride."""
+        rhs = _Buffers(b, self.margin, 0.0)
+        rhs.mid.copy_(b)
+        for stride, k1, k2 in self.factors:
+            torch.addcmul(torch.addcmul(rhs.mid, k1, rhs.shifted(-stride)), k2, rhs.shifted(stride), out=rhs.next)
+            rhs.swap()
+        return rhs.mid * self.inv_diag
 
     @staticmethod
     def transposed_coefficients(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
@@ -109,3 +130,33 @@ class Tridiagonal:
     def transposed(cls, lower: Tensor, upper: Tensor) -> "Tridiagonal":
         """The transpose of I - (lower, upper), ready to solve."""
         return cls(*cls.transposed_coefficients(lower, upper))
+
+
+
+class _Buffers:
+    """Two (B, n + 2 margin, k) buffers like ``like``, margins set to ``fill``: ``mid`` is the
+    current value's (B, n, k) view, ``next`` the other buffer's, ``shifted(d)`` the current
+    value at t + d (|d| <= margin), ``swap()`` makes ``next`` current."""
+
+    def __init__(self, like: Tensor, margin: int, fill: float) -> None:
+        B, n, k = like.shape
+        self.both = torch.full((2, B, n + 2 * margin, k), fill, dtype=like.dtype, device=like.device)
+        self.n, self.margin, self.current = n, margin, 0
+
+    def _view(self, which: int, shift: int = 0) -> Tensor:
+        start = self.margin + shift
+        return self.both[which, :, start : start + self.n]
+
+    @property
+    def mid(self) -> Tensor:
+        return self._view(self.current)
+
+    @property
+    def next(self) -> Tensor:
+        return self._view(1 - self.current)
+
+    def shifted(self, shift: int) -> Tensor:
+        return self._view(self.current, shift)
+
+    def swap(self) -> None:
+        self.current = 1 - self.current
