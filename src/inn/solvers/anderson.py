@@ -68,20 +68,25 @@ def anderson_iterate(
     B = x.shape[0]
     dev, dt = x.device, x.dtype
     tiny = torch.finfo(dt).tiny
+    inf = float("inf")
     reg = max(regularization, 100 * torch.finfo(dt).eps)
     Xb = Gb = Fb = None
     stored = 0
+    eye = torch.eye(max(memory, 1), dtype=dt, device=dev)
+    ones = torch.ones(B, max(memory, 1), 1, dtype=dt, device=dev)
     best_x = x.clone()
-    best_res = torch.full((B,), float("inf"), dtype=dt, device=dev)
+    best_res = torch.full((B,), inf, dtype=dt, device=dev)
     threshold = torch.full((B,), float(tol), dtype=dt, device=dev)
     verified = torch.zeros(B, dtype=torch.bool, device=dev)  # true residual <= tol
-    true_res = torch.full((B,), float("inf"), dtype=dt, device=dev)
+    true_res = torch.full((B,), inf, dtype=dt, device=dev)
     iterations = torch.zeros(B, dtype=torch.int64, device=dev)
     code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
     failed = torch.zeros(B, dtype=torch.bool, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
     evals = checks = 0
     res0 = None
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    # Every step is a handful of whole-batch tensor operations and one host sync (are all
+    # samples done?): on a GPU at these sizes the launches, not the arithmetic, set the time.
     for it in range(max_iter + 1):
         fx = fmap(x)
         evals += 1
@@ -89,65 +94,64 @@ def anderson_iterate(
         g = fx - x
         gnorm = batch_norm(g)
         # from x = 0 the relative residual is +inf (float32 overflows ||g|| / tiny): not a
-        # failure, only not converged; a NaN or Inf in the iterate itself is one
-        finite = torch.isfinite(gnorm)
+        # failure, only not converged; a NaN or Inf in the step itself is one
+        finite = gnorm < inf  # False for NaN too
         res = gnorm / scale(x).clamp_min(tiny) if reported is None else reported
         res = torch.where(finite, res, gnorm)
-        res0 = res.clone() if res0 is None else torch.where(torch.isfinite(res0), res0, res)
-        improve = ~done & finite & (res < best_res)
-        best_x = x if bool(improve.all()) else torch.where(bcast(improve, x), x, best_x)
+        res0 = res if res0 is None else torch.where(res0 < inf, res0, res)
+        active = ~done
+        improve = active & (res < best_res)
+        best_x = torch.where(bcast(improve, x), x, best_x)
         best_res = torch.where(improve, res, best_res)
-        bad = ~done & ~finite
-        diverged = ~done & finite & torch.isfinite(res0) & (res > divergence_factor * res0.clamp_min(tiny))
-        code = torch.where(bad, int(ResultCode.NONFINITE), code)
-        code = torch.where(diverged, int(ResultCode.DIVERGED), code)
+        bad = active & ~finite
+        diverged = active & finite & (res > (divergence_factor * res0).clamp_min(tiny))
+        code = code.masked_fill(bad, int(ResultCode.NONFINITE)).masked_fill(diverged, int(ResultCode.DIVERGED))
         failed = failed | bad | diverged
-        proxy_ok = (best_res <= threshold) & ~failed & ~verified
         if true_residual is None or reported is not None:
-            verified = verified | proxy_ok
+            verified = verified | ((best_res <= tol) & ~failed)
             true_res = best_res
-        elif bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(verified, groups) | failed).all()):
-            # check every candidate the proxy calls converged, in one batched evaluation
-            r = true_residual(best_x)
-            checks += 1
-            true_res = torch.where(proxy_ok, r, true_res)
-            passed = proxy_ok & (r <= tol)
-            verified = verified | passed
-            retry = proxy_ok & ~passed
-            threshold = torch.where(retry, threshold * torch.clamp(tol / r, 0.05, 0.5), threshold)
-            best_res = torch.where(retry, torch.full_like(best_res, float("inf")), best_res)
-        done = group_any(verified, groups) | failed
+        else:
+            proxy_ok = (best_res <= threshold) & ~failed & ~verified
+            if bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(verified, groups) | failed).all()):
+                # check every candidate the proxy calls converged, in one batched evaluation
+                r = true_residual(best_x)
+                checks += 1
+                true_res = torch.where(proxy_ok, r, true_res)
+                passed = proxy_ok & (r <= tol)
+                verified = verified | passed
+                retry = proxy_ok & ~passed
+                threshold = torch.where(retry, threshold * torch.clamp(tol / r, 0.05, 0.5), threshold)
+                best_res = best_res.masked_fill(retry, inf)
+        done = (group_any(verified, groups) if groups > 1 else verified) | failed
         if bool(done.all()) or it == max_iter:
             break
-        iterations = iterations + (~done).long()
+        iterations = iterations + ~done
         if memory <= 0:
             x_next = x + beta * g
         else:
-            if Xb is None:  # ring buffers of the last ``memory`` iterates (B, m, N): no re-stacking
-                Xb = x.new_empty(B, memory, x[0].numel())  # slots are written before they are read
-                Gb, Fb = torch.empty_like(Xb), torch.empty_like(Xb)
-            slot = stored % memory
-            Xb[:, slot] = x.reshape(B, -1)
+            if Gb is None:  # ring buffers of the last ``memory`` iterates (B, m, N): no re-stacking
+                Gb, Fb = x.new_empty(B, memory, x[0].numel()), x.new_empty(B, memory, x[0].numel())
+                Xb = x.new_empty(B, memory, x[0].numel()) if beta != 1.0 else None
+            slot = stored % memory  # slots are written before they are read
             Gb[:, slot] = g.reshape(B, -1)
             Fb[:, slot] = fx.reshape(B, -1)
+            if Xb is not None:
+                Xb[:, slot] = x.reshape(B, -1)
             stored += 1
             m = min(stored, memory)
-            Gm = Gb[:, :m]
-            gram = Gm @ Gm.mT  # (B, m, m); the order of the slots does not matter
-            diag = torch.diagonal(gram, dim1=-2, dim2=-1).mean(-1).clamp_min(tiny)
-            gram = gram + reg * diag.view(B, 1, 1) * torch.eye(m, dtype=dt, device=dev)
+            gram = Gb[:, :m] @ Gb[:, :m].mT  # (B, m, m); the order of the slots does not matter
+            diagonal = gram.diagonal(dim1=-2, dim2=-1)
+            diagonal.add_(diagonal.mean(-1, keepdim=True).clamp_min(tiny), alpha=reg)
             # minimise alpha^T gram alpha subject to sum(alpha) = 1: alpha ~ gram^{-1} 1
-            sol, info = torch.linalg.solve_ex(gram, torch.ones(B, m, 1, dtype=dt, device=dev))
+            sol, info = torch.linalg.solve_ex(gram, ones[:, :m])
             alpha = sol / sol.sum(1, keepdim=True)
-            usable = (info == 0) & torch.isfinite(alpha).all(1).squeeze(-1)
-            last = torch.zeros(B, m, 1, dtype=dt, device=dev)
-            last[:, slot] = 1
-            alpha = torch.where(bcast(usable, alpha), alpha, last)
+            usable = (info == 0) & (alpha.sum((1, 2)).abs() < inf)  # False for NaN too
+            alpha = torch.where(bcast(usable, alpha), alpha, eye[:m, slot, None])  # else: the plain step
             x_next = (alpha.mT @ Fb[:, :m]).reshape(x.shape)
-            if beta != 1.0:
+            if Xb is not None:
                 x_next = beta * x_next + (1 - beta) * (alpha.mT @ Xb[:, :m]).reshape(x.shape)
         # finished or failed samples stop moving (their rows cost a little, but stay put)
-        x = torch.where(bcast(done, x), best_x, x_next) if bool(done.any()) else x_next
+        x = torch.where(bcast(done, x), best_x, x_next)
     if true_residual is not None and reported is None:
         # samples that ran out of iterations: report their true residual too
         unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
