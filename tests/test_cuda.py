@@ -8,6 +8,7 @@ on the CPU.
 """
 
 import copy
+import importlib.util
 
 import pandas as pd
 import pytest
@@ -31,8 +32,11 @@ def _on_cuda(layer, *tensors):
     return (copy.deepcopy(layer).to(CUDA), *(t.to(CUDA) for t in tensors))
 
 
+@pytest.mark.parametrize("method", ["pcr", "triton"])
 @pytest.mark.parametrize("n", [1, 2, 7, 33, 100])
-def test_pcr_on_cuda_against_dense_solve(n):
+def test_tridiagonal_on_cuda_against_dense_solve(method, n):
+    if method == "triton":
+        pytest.importorskip("triton")
     B, k = 3, 5
     gen = torch.Generator().manual_seed(n)
     keep, s = torch.rand(B, n, k, generator=gen, dtype=torch.float64), torch.rand(B, n, k, generator=gen,
@@ -45,9 +49,34 @@ def test_pcr_on_cuda_against_dense_solve(n):
     dense[..., t[1:], t[:-1]] = -lower[:, 1:].transpose(1, 2)
     dense[..., t[:-1], t[1:]] = -upper[:, :-1].transpose(1, 2)
     expected = torch.linalg.solve(dense, b.transpose(1, 2).unsqueeze(-1)).squeeze(-1).transpose(1, 2)
-    solver = Tridiagonal(lower.to(CUDA), upper.to(CUDA))
-    assert solver.method == "pcr"
+    solver = Tridiagonal(lower.to(CUDA), upper.to(CUDA), method)
     assert torch.allclose(solver.solve(b.to(CUDA)).cpu(), expected, rtol=1e-10, atol=1e-10)
+    lower_t, upper_t = Tridiagonal.transposed_coefficients(lower, upper)
+    expected_t = torch.linalg.solve(dense.mT, b.transpose(1, 2).unsqueeze(-1)).squeeze(-1).transpose(1, 2)
+    solver_t = Tridiagonal(lower_t.to(CUDA), upper_t.to(CUDA), method)
+    assert torch.allclose(solver_t.solve(b.to(CUDA)).cpu(), expected_t, rtol=1e-10, atol=1e-10)
+
+
+def test_default_tridiagonal_method_on_cuda():
+    expected = "triton" if importlib.util.find_spec("triton") else "pcr"
+    assert Tridiagonal.default_method(CUDA) == expected
+
+
+def test_layer_with_pcr_equals_the_default_on_cuda(monkeypatch):
+    layer, xi, mask = _problem()
+    layer.options.update(tol=1e-11)
+    layer.backward_options.update(backward_tol=1e-11)
+    cuda_layer, xi_c, mask_c = _on_cuda(layer, xi, mask)
+    results = []
+    for method in (None, "pcr"):
+        if method:
+            monkeypatch.setattr(Tridiagonal, "default_method", staticmethod(lambda device: method))
+        x = xi_c.clone().requires_grad_(True)
+        H = cuda_layer(x, mask_c)
+        H.pow(2).sum().backward()
+        results.append((H.detach(), x.grad))
+    assert torch.allclose(results[0][0], results[1][0], atol=1e-9)
+    assert torch.allclose(results[0][1], results[1][1], atol=1e-8)
 
 
 @pytest.mark.parametrize("method", sorted(SOLVERS))
