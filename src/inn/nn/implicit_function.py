@@ -36,14 +36,13 @@ class ImplicitBackward(torch.autograd.Function):
     """Identity forward; backward solves (I - J^T) u = grad at the stored solution."""
 
     @staticmethod
-    def forward(ctx: Any, FH: Tensor, layer: Any, system: Any, H: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, FH: Tensor, layer: Any, lin: Any) -> Tensor:  # type: ignore[override]
         ctx.layer = layer
-        ctx.system = system
-        ctx.H = H
+        ctx.lin = lin  # dF/dH at the solution
         return FH.clone()
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None]:  # type: ignore[override]
         layer = ctx.layer
         opts = dict(layer.backward_options)
         method = opts.pop("backward_solver", "anderson")
@@ -53,10 +52,10 @@ class ImplicitBackward(torch.autograd.Function):
         max_iter = opts.pop("backward_max_iter", 200)
         if method not in ADJOINT_SOLVERS:
             raise InnError(f"unknown backward solver {method!r}; choose one of {', '.join(ADJOINT_SOLVERS)}")
+        lin = ctx.lin
         with torch.no_grad():
-            lin = ctx.system.linearize(ctx.H)
             # padded outputs are constant zero: their incoming gradient is irrelevant
-            g = grad * ctx.system.maskf
+            g = grad * lin.system.maskf
             u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter)
         layer.last_backward_stats = stats
         if stats.num_failed:
@@ -67,13 +66,13 @@ class ImplicitBackward(torch.autograd.Function):
             if layer.options.get("strict", False):
                 raise InnError(message)
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return u, None, None, None
+        return u, None, None
 
 
 def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: Any, X: Tensor | None = None) -> Tensor:
     """F(H*) with autograd, whose backward goes through the implicit-function theorem.
 
-    ``X``: the input terms W xi + b, already computed with a graph by the caller."""
-    H = H.detach()
-    FH = layer.transition(xi, H, mask, X)
-    return ImplicitBackward.apply(FH, layer, system, H)
+    ``X``: the input terms W xi + b, already computed with a graph by the caller. The one
+    evaluation of F at H* serves both autograd and the adjoint's linearisation."""
+    FH, lin = layer.linearized_transition(xi, H.detach(), mask, X, system)
+    return ImplicitBackward.apply(FH, layer, lin)

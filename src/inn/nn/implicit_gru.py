@@ -94,11 +94,17 @@ class GRULinearization:
     ``vjp`` against autograd in the tests.
     """
 
-    def __init__(self, system: "GRUSystem", H: Tensor) -> None:
+    def __init__(self, system: "GRUSystem", H: Tensor, evaluated: tuple | None = None) -> None:
+        """``evaluated``: ``(prev, nxt, h, intermediates)`` of :func:`cell` at H when the caller
+        has them already (detached), which saves an evaluation."""
         self.system = system
         k = system.k
-        prev, nxt = _neighbours(H, system.next_real, system.h_start, system.h_end)
-        h, (s, a_p, a_n, hhat, z, r, c) = cell(system.X, prev, nxt, *system.weights)
+        if evaluated is None:
+            prev, nxt = _neighbours(H, system.next_real, system.h_start, system.h_end)
+            h, intermediates = cell(system.X, prev, nxt, *system.weights)
+        else:
+            prev, nxt, h, intermediates = evaluated
+        s, a_p, a_n, hhat, z, r, c = intermediates
         m = system.maskf
         self.F = h * m
         d = prev - nxt
@@ -440,11 +446,22 @@ class ImplicitGRU(nn.Module):
 
         ``X``: the input terms ``input_terms(xi)`` when the caller has them (saves a product).
         """
+        return self._evaluate(xi, H, mask, X)[0]
+
+    def linearized_transition(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None,
+                              system: GRUSystem) -> tuple[Tensor, GRULinearization]:
+        """F(H) with autograd, and the linearisation of ``system`` at H from the same
+        evaluation (the implicit backward needs both at the solution)."""
+        FH, evaluated = self._evaluate(xi, H, mask, X)
+        detached = tuple(t.detach() for t in evaluated[:3]) + (tuple(t.detach() for t in evaluated[3]),)
+        return FH, GRULinearization(system, H.detach(), evaluated=detached)
+
+    def _evaluate(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None) -> tuple[Tensor, tuple]:
         mask = mask.bool()
         prev, nxt = _neighbours(H, _next_real(mask), self.h_start, self.h_end)
         X = self.input_terms(xi) if X is None else X
-        h, _ = cell(X, prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
-        return h * mask.unsqueeze(-1).to(h.dtype)
+        h, intermediates = cell(X, prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
+        return h * mask.unsqueeze(-1).to(h.dtype), (prev, nxt, h, intermediates)
 
     def forward(self, xi: Tensor, mask: Tensor | None = None) -> Tensor:
         from inn.nn.implicit_function import implicit_solution
@@ -465,4 +482,4 @@ class ImplicitGRU(nn.Module):
         self.last_stats = stats
         if not needs_grad:
             return H
-        return implicit_solution(self, xi, mask, H, system, X)
+        return implicit_solution(self, xi, mask, H.detach(), system, X)
