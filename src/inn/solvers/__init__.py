@@ -248,10 +248,12 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
+    u0 = g
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
         copy = Tridiagonal.transposed(*lin.copy)
+        u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
 
         def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
             r = g + lin.vjp(u) - u  # the true residual, reported to Anderson as its test
@@ -261,7 +263,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
     u, its, res, code, evals, checks = _anderson.anderson_iterate(
-        fmap, g, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
+        fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
     )
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
