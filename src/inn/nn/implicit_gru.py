@@ -73,17 +73,22 @@ def cell(
     intermediates (s, a_p, a_n, hhat, z, r, c) the linearisation needs.
     """
     k = prev.shape[-1]
-    Xp, Xn, Xz, Xr, Xc = X.split(k, dim=-1)
-    a_p = Xp + prev @ weight_pn[:k].T
-    a_n = Xn + nxt @ weight_pn[k:].T
+    Xp, Xn, Xzr, Xc = X.split([k, k, 2 * k, k], dim=-1)
+    a_p = _affine(Xp, prev, weight_pn[:k])
+    a_n = _affine(Xn, nxt, weight_pn[k:])
     s = torch.sigmoid(Fn.logsigmoid(a_p) - Fn.logsigmoid(a_n))  # = s_p / (s_p + s_n), stably
-    hhat = nxt + s * (prev - nxt)
-    zr = hhat @ weight_zr.T
-    z = torch.sigmoid(Xz + zr[..., :k])
-    r = torch.sigmoid(Xr + zr[..., k:])
-    c = torch.tanh(Xc + (r * hhat) @ weight_c.T)
-    h = hhat + z * (c - hhat)
+    hhat = torch.lerp(nxt, prev, s)  # s h_{t-1} + (1 - s) h_{t+1}
+    z, r = torch.sigmoid(_affine(Xzr, hhat, weight_zr)).split(k, dim=-1)
+    c = torch.tanh(_affine(Xc, r * hhat, weight_c))
+    h = torch.lerp(hhat, c, z)  # (1 - z) hhat + z c
     return h, (s, a_p, a_n, hhat, z, r, c)
+
+
+def _affine(bias: Tensor, x: Tensor, weight: Tensor) -> Tensor:
+    """bias + x @ weight.T over any leading dimensions, as one fused product (``addmm``):
+    the cell runs once per solver step, and on a GPU each separate operation is a launch."""
+    out = torch.addmm(bias.reshape(-1, bias.shape[-1]), x.reshape(-1, x.shape[-1]), weight.T)
+    return out.view(bias.shape)
 
 
 class GRULinearization:
