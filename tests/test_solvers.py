@@ -222,3 +222,25 @@ def test_red_black_sweeps_share_the_fixed_points():
         expected = even.clone()
         expected[:, 1::2] = (g + lin.vjp(even))[:, 1::2]
         assert torch.allclose(lin.adjoint_sweep(v, g), expected * mask.unsqueeze(-1), atol=1e-12)
+
+
+def test_anderson_reports_divergence_and_nonfinite_per_sample():
+    from inn.solvers._common import ResultCode
+    from inn.solvers.anderson import anderson_iterate
+
+    # plain iteration of x <- a x + 1 per sample, absolute residuals: a = 0.5 converges,
+    # a = 3 grows without bound (DIVERGED once past 10x its first step's), the third turns NaN
+    a = torch.tensor([0.5, 3.0, 1.0], dtype=torch.float64).view(3, 1)
+
+    def fmap(x):
+        fx = a * x + 1
+        fx[2] = float("nan") if bool((x[2] > 2).any()) else fx[2]
+        return fx
+
+    x, its, res, code, _, _ = anderson_iterate(fmap, torch.zeros(3, 4, dtype=torch.float64),
+                                               lambda x: torch.ones(3, dtype=torch.float64), tol=1e-10,
+                                               max_iter=200, memory=0, divergence_factor=10.0)
+    assert code.tolist() == [ResultCode.CONVERGED, ResultCode.DIVERGED, ResultCode.NONFINITE]
+    assert torch.allclose(x[0], torch.full((4,), 2.0, dtype=torch.float64))
+    assert its[1] < 10 and its[2] < 10  # failed samples stop early
+    assert torch.isfinite(x).all()  # each keeps its best iterate

@@ -23,7 +23,7 @@ class ResultCode(enum.IntEnum):
     MAX_ITERATIONS = 1
     BREAKDOWN = 2  #: a Krylov scalar vanished (rho, <r0, v> or <t, t>): cannot continue
     NONFINITE = 3  #: NaN or Inf appeared in the iterate or the residual
-    DIVERGED = 4  #: the residual grew past ``divergence_factor`` times its start
+    DIVERGED = 4  #: the residual grew past ``divergence_factor`` times its start (Anderson: after its first step)
     STALLED = 5  #: the line search found no step that decreases the residual
 
 

@@ -80,11 +80,11 @@ def anderson_iterate(
     verified = torch.zeros(B, dtype=torch.bool, device=dev)  # true residual <= tol
     true_res = torch.full((B,), inf, dtype=dt, device=dev)
     iterations = torch.zeros(B, dtype=torch.int64, device=dev)
-    code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
-    failed = torch.zeros(B, dtype=torch.bool, device=dev)
+    nonfinite = torch.zeros(B, dtype=torch.bool, device=dev)
+    diverged = torch.zeros(B, dtype=torch.bool, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     evals = checks = 0
-    res0 = None
+    too_large = None  # divergence threshold: divergence_factor x the residual after the first step
     # Every step is a handful of whole-batch tensor operations and one host sync (are all
     # samples done?): on a GPU at these sizes the launches, not the arithmetic, set the time.
     for it in range(max_iter + 1):
@@ -98,17 +98,18 @@ def anderson_iterate(
         finite = gnorm < inf  # False for NaN too
         res = gnorm / scale(x).clamp_min(tiny) if reported is None else reported
         res = torch.where(finite, res, gnorm)
-        res0 = res if res0 is None else torch.where(res0 < inf, res0, res)
         active = ~done
         improve = active & (res < best_res)
         best_x = torch.where(bcast(improve, x), x, best_x)
         best_res = torch.where(improve, res, best_res)
-        bad = active & ~finite
-        diverged = active & finite & (res > (divergence_factor * res0).clamp_min(tiny))
-        code = code.masked_fill(bad, int(ResultCode.NONFINITE)).masked_fill(diverged, int(ResultCode.DIVERGED))
-        failed = failed | bad | diverged
+        nonfinite = nonfinite | (active & ~finite)
+        if too_large is not None:  # (from x = 0 the first residual is meaningless: inf)
+            diverged = diverged | (active & (res > too_large))
+        elif it == 1:
+            too_large = (divergence_factor * res).clamp_min(tiny)
+        failed = nonfinite | diverged
         if true_residual is None or reported is not None:
-            verified = verified | ((best_res <= tol) & ~failed)
+            verified = verified | (best_res <= tol)  # a failed sample stopped before it could pass
             true_res = best_res
         else:
             proxy_ok = (best_res <= threshold) & ~failed & ~verified
@@ -161,7 +162,9 @@ def anderson_iterate(
             true_res = torch.where(unchecked, r, true_res)
         verified = verified | (~failed & (true_res <= tol))
     converged = verified & ~failed
-    code = torch.where(converged, int(ResultCode.CONVERGED), code)
+    code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
+    code = code.masked_fill(diverged, int(ResultCode.DIVERGED)).masked_fill(nonfinite, int(ResultCode.NONFINITE))
+    code = code.masked_fill(converged, int(ResultCode.CONVERGED))
     true_res = torch.where(failed, best_res, true_res)
     return best_x, iterations, true_res, code, evals, checks
 
