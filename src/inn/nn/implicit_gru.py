@@ -163,7 +163,7 @@ class GRULinearization:
         s = self.s[:, sl]
         g_prev = g_hh * s + (g_hh * self.ep[:, sl]) @ Wpn[:k]
         g_next = (g_hh - g_hh * s) - (g_hh * self.en[:, sl]) @ Wpn[k:]
-        return g_prev, g_next * sy.next_real[:, sl].unsqueeze(-1).to(g.dtype)
+        return g_prev, g_next * sy.next_realf[:, sl]
 
     def vjp(self, V: Tensor) -> Tensor:
         """J^T V = (dF/dH)^T . V, (B, n, k) -> (B, n, k)."""
@@ -242,6 +242,7 @@ class GRUSystem:
         self.mask = mask
         self.maskf = mask.unsqueeze(-1).to(X.dtype)
         self.next_real = _next_real(mask)
+        self.next_realf = self.next_real.unsqueeze(-1).to(X.dtype)
         self.weights = weights
         self.k = weights[2].shape[0]
         self.h_start = h_start.reshape(1, 1, self.k).to(X.dtype)
@@ -281,7 +282,8 @@ class GRUSystem:
         """The elementwise part of dF_t/dh_{t-1} and dF_t/dh_{t+1}: (1 - z) s and
         (1 - z)(1 - s), the gated copy of the neighbours, zero where there is no neighbour."""
         keep = (1 - z) * self.maskf
-        return keep * s, keep * (1 - s) * self.next_real.unsqueeze(-1).to(keep.dtype)
+        lower = keep * s
+        return lower, (keep - lower) * self.next_realf
 
     def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """H + (I - D)^{-1} (F(H) - H), D the copy coupling at H (:meth:`copy_coupling`).
