@@ -52,7 +52,7 @@ class Tridiagonal:
             self._factor_pcr(lower, upper)
             return
         if self.method == "triton":
-            self.lower, self.upper = lower, upper
+            self.coefficients = (lower, upper)  # the kernel factorises as it solves
             return
         if self.method != "thomas":
             raise InnError(f"tridiagonal method must be 'thomas', 'triton' or 'pcr', not {method!r}")
@@ -80,8 +80,8 @@ class Tridiagonal:
         quantity lives in the middle of a buffer whose margins hold what lies beyond the
         ends, so t - s and t + s are views, and each stride writes into a second buffer.
         """
-        B, n, k = lower.shape
-        self.margin = 1 << max(n - 1, 1).bit_length() - 1  # the largest stride
+        n = lower.shape[1]
+        self.margin = 1 << (max(n - 1, 1).bit_length() - 1)  # the largest stride
         low, up = _Buffers(lower, self.margin, 0.0), _Buffers(upper, self.margin, 0.0)
         diag = _Buffers(lower, self.margin, 1.0)
         low.mid[:, 1:] = lower[:, 1:]
@@ -116,7 +116,7 @@ class Tridiagonal:
         if self.method == "triton":
             from inn.solvers.tridiagonal_triton import thomas_solve
 
-            return thomas_solve(self.lower, self.upper, b)
+            return thomas_solve(*self.coefficients, b)
         rows = b.unbind(1)
         n = len(rows)
         w = [rows[0]]
