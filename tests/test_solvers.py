@@ -244,3 +244,16 @@ def test_anderson_reports_divergence_and_nonfinite_per_sample():
     assert torch.allclose(x[0], torch.full((4,), 2.0, dtype=torch.float64))
     assert its[1] < 10 and its[2] < 10  # failed samples stop early
     assert torch.isfinite(x).all()  # each keeps its best iterate
+
+
+def test_step_from_zero_equals_the_tridiagonal_step_at_zero(problem):
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    step, residual = system.step_from_zero()
+    expected, expected_residual = system.tridiagonal_step(torch.zeros(system.shape, dtype=torch.float64),
+                                                          with_residual=True)
+    assert torch.allclose(step, expected, rtol=1e-14, atol=1e-15)
+    assert torch.equal(residual, expected_residual)
+    with torch.no_grad():
+        layer.h_start.fill_(0.1)
+    assert layer.system(xi, mask).step_from_zero() is None  # boundary products do not vanish

@@ -301,6 +301,23 @@ class GRUSystem:
         step = H + Tridiagonal(*self.copy_coupling(s, z)).solve(G)
         return (step, relative_residual(G, H)) if with_residual else step
 
+    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
+        """:meth:`tridiagonal_step` at H = 0 with its residual, without matrix products.
+
+        With H = 0 and zero boundary states every recurrent product vanishes: hhat = 0, so
+        F(0) = z c with z and c from the input terms alone. Anderson's usual first step
+        (from the ``"zeros"`` candidate) then costs elementwise work and a tridiagonal
+        solve. None when a boundary state is not zero (trainable boundaries).
+        """
+        if bool(self.h_start.any()) or bool(self.h_end.any()):
+            return None
+        k = self.k
+        Xp, Xn, Xz, _, Xc = self.X.split(k, dim=-1)
+        s = torch.sigmoid(Fn.logsigmoid(Xp) - Fn.logsigmoid(Xn))
+        z = torch.sigmoid(Xz)
+        G = z * torch.tanh(Xc) * self.maskf
+        return Tridiagonal(*self.copy_coupling(s, z)).solve(G), relative_residual(G, torch.zeros_like(G))
+
     def linearize(self, H: Tensor) -> GRULinearization:
         return GRULinearization(self, H)
 

@@ -54,6 +54,7 @@ def anderson_iterate(
     regularization: float = 1e-8,
     divergence_factor: float = 1e4,
     true_residual: Callable[[Tensor], Tensor] | None = None,
+    first: Tensor | tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
     """Iterate x <- fmap(x) with Anderson(memory) until the residual is below ``tol``.
 
@@ -61,7 +62,8 @@ def anderson_iterate(
     function's value, evaluated only when the proxy is below the sample's threshold (which
     tightens if the check fails). A map that computes the true residual of its input anyway
     (a preconditioned step) returns ``(T(x), residual of x)``; that residual is then the test,
-    at no extra cost. Returns (x, iterations, residual, code, fmap evaluations,
+    at no extra cost. ``first``: fmap(x) when the caller has it already (cheaper). Returns
+    (x, iterations, residual, code, fmap evaluations,
     true-residual evaluations), per sample; each sample keeps its lowest-residual iterate and
     stops when done.
     """
@@ -88,7 +90,7 @@ def anderson_iterate(
     # Every step is a handful of whole-batch tensor operations and one host sync (are all
     # samples done?): on a GPU at these sizes the launches, not the arithmetic, set the time.
     for it in range(max_iter + 1):
-        fx = fmap(x)
+        fx = first if it == 0 and first is not None else fmap(x)
         evals += 1
         fx, reported = fx if isinstance(fx, tuple) else (fx, None)
         g = fx - x
@@ -189,9 +191,12 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`."""
     fmap = _map(system, sweep)
     true_residual = None if sweep == "jacobi" else (lambda x: relative_residual(x - system.F(x), x))
+    # the tridiagonal step from H = 0 needs no matrix products (GRUSystem.step_from_zero)
+    from_zero = sweep == "tridiagonal" and hasattr(system, "step_from_zero") and not bool(H.any())
     H, its, res, code, evals, checks = anderson_iterate(
         fmap, H, batch_norm, tol=tol, max_iter=max_iter, groups=groups, memory=memory, beta=beta,
         regularization=regularization, divergence_factor=divergence_factor, true_residual=true_residual,
+        first=system.step_from_zero() if from_zero else None,
     )
     counter.f += evals + checks
     return H, its, torch.zeros_like(its), res, code
