@@ -56,14 +56,16 @@ class Tridiagonal:
             return
         if self.method != "thomas":
             raise InnError(f"tridiagonal method must be 'thomas', 'triton' or 'pcr', not {method!r}")
-        n = lower.shape[1]
-        self.lower = lower.unbind(1)
-        inv = [torch.ones_like(lower[:, 0])]  # 1 / pivot_t
-        ratio = [-upper[:, 0]]  # upper_t / pivot_t, negated: x_t = w_t - ratio_t x_{t+1}
-        for t in range(1, n):
-            inv.append(1.0 / (1.0 + self.lower[t] * ratio[t - 1]))
-            ratio.append(-upper[:, t] * inv[t])
-        self.inv, self.ratio = inv, ratio
+        # pivots d_t = 1 - l_t r_{t-1} with r_t = u_t / d_t (d_0 = 1); each step is one or
+        # two whole-slice operations, so the n sequential steps cost little beyond dispatch
+        one = torch.ones_like(lower[:, 0])
+        inv, ratio = [one], [upper[:, 0]]
+        for t in range(1, lower.shape[1]):
+            inv.append(torch.addcmul(one, lower[:, t], ratio[t - 1], value=-1).reciprocal_())
+            ratio.append(upper[:, t] * inv[t])
+        self.inv = torch.stack(inv, 1)  # 1 / d_t
+        self.scaled_lower = (lower * self.inv).unbind(1)  # l_t / d_t
+        self.ratio = ratio
 
     def _factor_pcr(self, lower: Tensor, upper: Tensor) -> None:
         """Parallel cyclic reduction of the coefficients, kept for every solve.
@@ -117,14 +119,14 @@ class Tridiagonal:
             from inn.solvers.tridiagonal_triton import thomas_solve
 
             return thomas_solve(*self.coefficients, b)
-        rows = b.unbind(1)
+        rows = (b * self.inv).unbind(1)
         n = len(rows)
-        w = [rows[0]]
+        w = [rows[0]]  # forward elimination: w_t = b_t / d_t + (l_t / d_t) w_{t-1}
         for t in range(1, n):
-            w.append((rows[t] + self.lower[t] * w[t - 1]) * self.inv[t])
-        x = [w[-1]] * n
+            w.append(torch.addcmul(rows[t], self.scaled_lower[t], w[t - 1]))
+        x = [w[-1]] * n  # back substitution: x_t = w_t + r_t x_{t+1}
         for t in range(n - 2, -1, -1):
-            x[t] = torch.addcmul(w[t], self.ratio[t], x[t + 1], value=-1)
+            x[t] = torch.addcmul(w[t], self.ratio[t], x[t + 1])
         return torch.stack(x, 1)
 
     def _pcr(self, b: Tensor) -> Tensor:
