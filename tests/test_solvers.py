@@ -257,3 +257,26 @@ def test_step_from_zero_equals_the_tridiagonal_step_at_zero(problem):
     with torch.no_grad():
         layer.h_start.fill_(0.1)
     assert layer.system(xi, mask).step_from_zero() is None  # boundary products do not vanish
+
+
+def test_a_failing_triton_kernel_falls_back_to_pcr(monkeypatch, caplog):
+    import sys
+    import types
+
+    from inn.solvers import tridiagonal
+
+    def broken(*args):
+        raise RuntimeError("no kernel image for this GPU")
+
+    monkeypatch.setitem(sys.modules, "inn.solvers.tridiagonal_triton", types.SimpleNamespace(thomas_solve=broken))
+    monkeypatch.setattr(tridiagonal, "_installed", lambda package: True)
+    monkeypatch.setattr(tridiagonal, "_TRITON_FAILED", [])
+    assert Tridiagonal.default_method(torch.device("cuda")) == "triton"
+    gen = torch.Generator().manual_seed(0)
+    lower, upper = 0.4 * torch.rand(2, 7, 3, generator=gen), 0.4 * torch.rand(2, 7, 3, generator=gen)
+    b = torch.randn(2, 7, 3, generator=gen)
+    solver = Tridiagonal(lower, upper, "triton")
+    x = solver.solve(b)
+    assert torch.allclose(x, Tridiagonal(lower, upper, "thomas").solve(b), atol=1e-6)
+    assert solver.method == "pcr" and "Triton tridiagonal kernel failed" in caplog.text
+    assert Tridiagonal.default_method(torch.device("cuda")) == "pcr"  # for the rest of the process

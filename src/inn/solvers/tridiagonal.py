@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 
 import torch
 from torch import Tensor
 
 from inn.errors import InnError
+
+log = logging.getLogger(__name__)
 
 
 class Tridiagonal:
@@ -116,9 +119,17 @@ class Tridiagonal:
         if self.method == "pcr":
             return self._pcr(b)
         if self.method == "triton":
-            from inn.solvers.tridiagonal_triton import thomas_solve
+            try:
+                from inn.solvers.tridiagonal_triton import thomas_solve
 
-            return thomas_solve(*self.coefficients, b)
+                return thomas_solve(*self.coefficients, b)
+            except Exception as error:  # a Triton that cannot build for this GPU, say
+                _TRITON_FAILED.append(repr(error))
+                log.warning("the Triton tridiagonal kernel failed (%s); using parallel cyclic reduction "
+                            "from now on", error)
+                self.method = "pcr"
+                self._factor_pcr(*self.coefficients)
+                return self._pcr(b)
         rows = (b * self.inv).unbind(1)
         n = len(rows)
         w = [rows[0]]  # forward elimination: w_t = b_t / d_t + (l_t / d_t) w_{t-1}
@@ -152,9 +163,17 @@ class Tridiagonal:
 
 
 
+_TRITON_FAILED: list[str] = []  # why the kernel failed in this process, if it did
+
+
 @functools.cache
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
 def _has_triton() -> bool:
-    return importlib.util.find_spec("triton") is not None
+    """Triton is installed and its kernel has not failed in this process."""
+    return _installed("triton") and not _TRITON_FAILED
 
 
 class _Buffers:
