@@ -74,5 +74,6 @@ def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: A
 
     ``X``: the input terms W xi + b, already computed with a graph by the caller. The one
     evaluation of F at H* serves both autograd and the adjoint's linearisation."""
-    FH, lin = layer.linearized_transition(xi, H.detach(), mask, X, system)
+    H = H.detach()
+    FH, lin = layer.linearized_transition(xi, H, mask, X, system)
     return ImplicitBackward.apply(FH, layer, lin)

@@ -474,11 +474,11 @@ class ImplicitGRU(nn.Module):
 
     def linearized_transition(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None,
                               system: GRUSystem) -> tuple[Tensor, GRULinearization]:
-        """F(H) with autograd, and the linearisation of ``system`` at H from the same
-        evaluation (the implicit backward needs both at the solution)."""
+        """F(H) with autograd, and the linearisation of ``system`` at H (detached) from the
+        same evaluation (the implicit backward needs both at the solution)."""
         FH, evaluated = self._evaluate(xi, H, mask, X)
         detached = tuple(t.detach() for t in evaluated[:3]) + (tuple(t.detach() for t in evaluated[3]),)
-        return FH, GRULinearization(system, H.detach(), evaluated=detached)
+        return FH, GRULinearization(system, H, evaluated=detached)
 
     def _evaluate(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None) -> tuple[Tensor, tuple]:
         mask = mask.bool()
@@ -506,4 +506,4 @@ class ImplicitGRU(nn.Module):
         self.last_stats = stats
         if not needs_grad:
             return H
-        return implicit_solution(self, xi, mask, H.detach(), system, X)
+        return implicit_solution(self, xi, mask, H, system, X)
