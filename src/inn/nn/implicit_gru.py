@@ -76,12 +76,17 @@ def cell(
     Xp, Xn, Xzr, Xc = X.split([k, k, 2 * k, k], dim=-1)
     a_p = _affine(Xp, prev, weight_pn[:k])
     a_n = _affine(Xn, nxt, weight_pn[k:])
-    s = torch.sigmoid(Fn.logsigmoid(a_p) - Fn.logsigmoid(a_n))  # = s_p / (s_p + s_n), stably
+    s = _switch(a_p, a_n)
     hhat = torch.lerp(nxt, prev, s)  # s h_{t-1} + (1 - s) h_{t+1}
     z, r = torch.sigmoid(_affine(Xzr, hhat, weight_zr)).split(k, dim=-1)
     c = torch.tanh(_affine(Xc, r * hhat, weight_c))
     h = torch.lerp(hhat, c, z)  # (1 - z) hhat + z c
     return h, (s, a_p, a_n, hhat, z, r, c)
+
+
+def _switch(a_p: Tensor, a_n: Tensor) -> Tensor:
+    """s = s_p / (s_p + s_n) with s_p = sigmoid(a_p), s_n = sigmoid(a_n), computed stably."""
+    return torch.sigmoid(Fn.logsigmoid(a_p) - Fn.logsigmoid(a_n))
 
 
 def _affine(bias: Tensor, x: Tensor, weight: Tensor) -> Tensor:
@@ -313,7 +318,7 @@ class GRUSystem:
             return None
         k = self.k
         Xp, Xn, Xz, _, Xc = self.X.split(k, dim=-1)
-        s = torch.sigmoid(Fn.logsigmoid(Xp) - Fn.logsigmoid(Xn))
+        s = _switch(Xp, Xn)
         z = torch.sigmoid(Xz)
         G = z * torch.tanh(Xc) * self.maskf
         return Tridiagonal(*self.copy_coupling(s, z)).solve(G), relative_residual(G, torch.zeros_like(G))
