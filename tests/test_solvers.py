@@ -1,11 +1,14 @@
 """The solvers against independent references: dense Newton, SciPy, each other, dense solves."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.optimize
 import torch
 
 from conftest import make_batch, make_layer
+from inn.errors import InnError
 from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
 from inn.solvers.tridiagonal import Tridiagonal
@@ -280,3 +283,42 @@ def test_a_failing_triton_kernel_falls_back_to_pcr(monkeypatch, caplog):
     assert torch.allclose(x, Tridiagonal(lower, upper, "thomas").solve(b), atol=1e-6)
     assert solver.method == "pcr" and "Triton tridiagonal kernel failed" in caplog.text
     assert Tridiagonal.default_method(torch.device("cuda")) == "pcr"  # for the rest of the process
+
+
+@pytest.mark.parametrize("method", ["anderson", "newton_krylov"])
+def test_a_warm_start_is_tried_first_and_falls_back(problem, method):
+    layer, xi, mask = problem
+    system = layer.system(xi, mask)
+    ref, _ = solve(system, "newton_direct", tol=1e-12)
+    _, cold = solve(system, method, tol=1e-8)
+    # at the solution: nothing to do; near it: fewer steps than the default candidates
+    H, at = solve(system, method, tol=1e-8, start=ref)
+    assert at.converged.all() and (at.newton_iterations == 0).all() and (at.candidate == 0).all()
+    near = ref + 1e-3 * torch.randn_like(ref) * system.maskf
+    H, warm = solve(system, method, tol=1e-8, start=near)
+    assert warm.converged.all() and (warm.candidate == 0).all()
+    assert warm.newton_iterations.sum() < cold.newton_iterations.sum()
+    assert torch.allclose(H, ref, atol=1e-6)
+    # a start that breaks the solve: the default candidates take over, sequence by sequence
+    bad = near.clone()
+    bad[1] = float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fallback converges: no warning
+        H, stats = solve(system, method, tol=1e-8, start=bad)
+    assert stats.converged.all() and stats.candidate.tolist() == [0, 1, 0]
+    assert torch.allclose(H, ref, atol=1e-6)
+    with pytest.raises(InnError, match=r"start has shape \(3, 5, 6\); the solution has \(3, 6, 6\)"):
+        solve(system, method, start=ref[:, :5])
+
+
+def test_the_layer_ignores_a_warm_start_at_padded_positions(problem):
+    layer, xi, mask = problem
+    layer.options["tol"] = 1e-10
+    with torch.no_grad():
+        H = layer(xi, mask)
+        start = H + 1e-2 * torch.randn_like(H)
+        start[~mask] = 5.0  # garbage at padding
+        warm = layer(xi, mask, start=start.float())  # any dtype
+    assert layer.last_stats.converged.all() and (layer.last_stats.candidate == 0).all()
+    assert torch.equal(layer.last_solution, warm)
+    assert (warm[~mask] == 0).all() and torch.allclose(warm, H, atol=1e-8)

@@ -136,7 +136,9 @@ class ExplicitRNN(nn.Module):
         self.backward_rnn = rnn(input_size, hidden_size, batch_first=True) if bidirectional else None
         self.output_size = hidden_size * (2 if bidirectional else 1)
 
-    def forward(self, xi: Tensor, mask: Tensor) -> Tensor:
+    def forward(self, xi: Tensor, mask: Tensor, start: Tensor | None = None) -> Tensor:
+        """``start`` is ignored: an explicit layer has no equations to solve (the implicit
+        layer takes it as a warm start)."""
         H, _ = self.forward_rnn(xi)  # (B, n, hidden)
         if self.backward_rnn is not None:
             flip = reverse_index(mask)  # (B, n)
@@ -175,7 +177,9 @@ class SequenceLabeler(nn.Module):
 
     ``forward(batch)`` returns logits: (B, n, num_classes) for POS, (B, n) for walks (the
     logit of label 1). ``batch`` is a dict of padded tensors with a ``mask`` (B, n), True on
-    real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks).
+    real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks). ``forward(batch,
+    start)`` hands ``start`` to the recurrent layer: the INN's warm start (the trainer's
+    :class:`inn.train.WarmStarts`), ignored by the explicit baselines.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -192,14 +196,15 @@ class SequenceLabeler(nn.Module):
         """Width of xi, what :meth:`hidden_states` takes."""
         return self.encoder.output_size
 
-    def hidden_states(self, xi: Tensor, mask: Tensor) -> Tensor:
-        """The recurrent layer alone: xi (B, n, rnn_input_size), mask (B, n) -> H (B, n, out)."""
-        return self.rnn(xi, mask.bool())
+    def hidden_states(self, xi: Tensor, mask: Tensor, start: Tensor | None = None) -> Tensor:
+        """The recurrent layer alone: xi (B, n, rnn_input_size), mask (B, n) -> H (B, n, out);
+        ``start``: the INN's warm start (B, n, k), ignored by the explicit layers."""
+        return self.rnn(xi, mask.bool(), start)
 
-    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+    def forward(self, batch: dict[str, Tensor], start: Tensor | None = None) -> Tensor:
         mask = batch["mask"]
         xi = self.dropout(self.encoder(batch))  # (B, n, rnn_input_size)
-        H = self.dropout(self.hidden_states(xi, mask))  # (B, n, hidden or 2 x hidden)
+        H = self.dropout(self.hidden_states(xi, mask, start))  # (B, n, hidden or 2 x hidden)
         logits = self.output(H)  # (B, n, classes) or (B, n, 1)
         return logits if self.config.task == "pos" else logits.squeeze(-1)
 

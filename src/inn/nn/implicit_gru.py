@@ -407,7 +407,9 @@ class ImplicitGRU(nn.Module):
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each
     call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
-    sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve.
+    sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve;
+    ``last_solution`` is that call's H, detached (what a warm start of the next solve of the
+    same sentences starts from).
     """
 
     def __init__(
@@ -446,6 +448,7 @@ class ImplicitGRU(nn.Module):
         self.reset_parameters()
         self.last_stats = None
         self.last_backward_stats = None
+        self.last_solution = None  # H of the last forward call, detached (for warm starts)
 
     def reset_parameters(self) -> None:
         """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU does."""
@@ -492,7 +495,10 @@ class ImplicitGRU(nn.Module):
         h, intermediates = cell(X, prev, nxt, self.weight_pn, self.weight_zr, self.weight_c)
         return h * mask.unsqueeze(-1).to(h.dtype), (prev, nxt, h, intermediates)
 
-    def forward(self, xi: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, xi: Tensor, mask: Tensor | None = None, start: Tensor | None = None) -> Tensor:
+        """H (B, n, k) with H = F(H) for every sequence; ``start`` (B, n, k): a warm start for
+        the solve, e.g. the same sentences' solutions from the previous epoch (any dtype;
+        tried before the solver's own candidates, which remain the fallback)."""
         from inn.nn.implicit_function import implicit_solution
         from inn.solvers import solve
 
@@ -506,9 +512,12 @@ class ImplicitGRU(nn.Module):
         needs_grad = torch.is_grad_enabled() and (xi.requires_grad or any(p.requires_grad for p in self.parameters()))
         X = self.input_terms(xi)  # (B, n, 5k); with a graph when gradients are wanted
         system = self.system(xi, mask, X)
+        if start is not None and start.shape == system.shape:  # (solve names a wrong shape)
+            start = start.to(X.dtype) * system.maskf  # padded positions stay inert
         with torch.no_grad():
-            H, stats = solve(system, self.solver, **self.options)
+            H, stats = solve(system, self.solver, start=start, **self.options)
         self.last_stats = stats
+        self.last_solution = H
         if not needs_grad:
             return H
         return implicit_solution(self, xi, mask, H, system, X)

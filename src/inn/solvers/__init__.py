@@ -103,6 +103,7 @@ def solve(
     candidate_mode: str = "fallback",
     seed: int = 0,
     strict: bool = False,
+    start: Tensor | None = None,
     **options: Any,
 ) -> tuple[Tensor, SolverStats]:
     """Solve H = F(H) for a batch of independent systems.
@@ -124,6 +125,10 @@ def solve(
         seed: seeds the random candidate.
         strict: raise :class:`InnError` if any sequence fails, instead of warning with
             :class:`ConvergenceWarning`.
+        start: a starting point of the solution's shape (zero at padded positions), tried
+            before the candidates: a warm start, e.g. each sequence's solution under the
+            previous epoch's weights. ``stats.candidate`` then counts it as candidate 0 and
+            the ``candidates`` from 1.
         **options: the method's own options (:data:`SOLVER_OPTIONS`).
 
     Returns:
@@ -132,7 +137,8 @@ def solve(
         result code and winning candidate.
 
     Raises:
-        InnError: unknown method or option; in strict mode, a failed solve.
+        InnError: unknown method or option, a ``start`` of the wrong shape; in strict mode, a
+            failed solve.
     """
     check_options(method, options)
     if candidate_mode not in ("parallel", "fallback"):
@@ -141,29 +147,37 @@ def solve(
         candidates = DEFAULT_CANDIDATES[method]
     if not candidates:
         raise InnError("need at least one starting candidate")
+    kinds = tuple(candidates)
+    if start is not None:
+        if start.shape != system.shape:
+            raise InnError(f"start has shape {tuple(start.shape)}; the solution has {tuple(system.shape)}")
+        kinds = ("start",) + kinds
     solver = SOLVERS[method]
     max_iter = DEFAULT_MAX_ITER[method] if max_iter is None else int(max_iter)
     generator = torch.Generator().manual_seed(seed)
     counter = Counter()
-    B = system.shape[0]
-    dev = system.X.device if hasattr(system, "X") else None
 
-    def run(sub, kinds: Sequence[str]):
-        guesses = [sub.initial_guess(kind, generator) for kind in kinds]
+    def guess(sub, kind: str, rows: Tensor | None) -> Tensor:
+        if kind != "start":
+            return sub.initial_guess(kind, generator)
+        return start if rows is None else start[rows]
+
+    def run(sub, kinds: Sequence[str], rows: Tensor | None = None):
+        guesses = [guess(sub, kind, rows) for kind in kinds]
         stacked = sub.repeat(len(kinds))
         out = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol, max_iter=max_iter, **options)
         return _pick_winner(*out, groups=len(kinds))
 
     if candidate_mode == "parallel":
-        H, newton, krylov, res, code, cand = run(system, candidates)
+        H, newton, krylov, res, code, cand = run(system, kinds)
     else:
-        H, newton, krylov, res, code, cand = run(system, candidates[:1])
-        for index, kind in enumerate(candidates[1:], start=1):
+        H, newton, krylov, res, code, cand = run(system, kinds[:1])
+        for index, kind in enumerate(kinds[1:], start=1):
             retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
             if retry.numel() == 0:
                 break
             log.debug("retrying %d sequence(s) from candidate %r", retry.numel(), kind)
-            H2, n2, k2, r2, c2, _ = run(system.select(retry), [kind])
+            H2, n2, k2, r2, c2, _ = run(system.select(retry), [kind], retry)
             better = (c2 == int(ResultCode.CONVERGED)) | (r2 < res[retry])
             idx = retry[better]
             H[idx] = H2[better]
