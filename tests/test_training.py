@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,7 +16,7 @@ from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.evaluate import evaluate_checkpoint, score_pos, score_walks
 from inn.models import load_checkpoint, parse_model_name
-from inn.train import TrainConfig, train
+from inn.train import TrainConfig, WarmStarts, train
 
 TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  # 8 + 12 + 8 = 28
 INN_FAST = {"solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
@@ -122,6 +123,40 @@ def test_resume_of_the_implicit_model(tmp_path, walk_dir):
     train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu", stop_after=1)
     resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+
+
+def test_warm_starts_keep_each_sequence_state():
+    warm = WarmStarts([3, 1, 2], hidden_size=2, device=torch.device("cpu"))
+    assert warm.gather(torch.tensor([0, 2]), 3) is None  # nothing solved yet: no start
+    H = torch.arange(12.0).reshape(2, 3, 2) / 16
+    warm.update(torch.tensor([2, 0]), H * torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]).unsqueeze(-1))
+    start = warm.gather(torch.tensor([0, 1, 2]), 3)
+    assert start.dtype == torch.float16 and start.shape == (3, 3, 2)
+    assert torch.equal(start[0], H[1].half()) and torch.equal(start[2, :2], H[0, :2].half())
+    assert (start[1] == 0).all() and (start[2, 2] == 0).all()  # not solved yet; padding
+    other = WarmStarts([3, 1, 2], hidden_size=2, device=torch.device("cpu"))
+    other.load_state_dict(warm.state_dict())
+    assert torch.equal(other.gather(torch.tensor([0, 1, 2]), 3), start)
+    with pytest.raises(InnError, match="warm starts in last.pt belong to other training data"):
+        WarmStarts([3, 2, 2], hidden_size=2, device=torch.device("cpu")).load_state_dict(warm.state_dict())
+
+
+def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_dir):
+    cfg = _cfg(max_epochs=3, max_train=None, max_dev=None)
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
+    cold = train("walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start=False),
+                 options, device="cpu")
+    warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
+    # epoch 1 has nothing to start from; later epochs start from the previous epoch's states
+    pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
+    assert (warm.newton_iters.iloc[1:] < cold.newton_iters.iloc[1:]).all()
+    assert (warm.nonconverged == 0).all()
+    assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same equations, to tol
+    # the states travel in last.pt: a resumed run starts its solves where the straight one did
+    train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
+    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
 
 def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
