@@ -62,3 +62,25 @@ def test_trainable_boundary_gets_gradients_float32():
     layer(xi, mask).sum().backward()
     assert layer.h_start.grad is not None and layer.h_end.grad.abs().sum() > 0
     assert torch.isfinite(layer.weight_c.grad).all()
+
+
+@pytest.mark.parametrize("low_precision", [True, False])
+def test_mixed_precision_adjoint_reaches_the_float64_gradients(low_precision, monkeypatch):
+    from inn.nn.implicit_gru import GRULinearization
+
+    passes = []
+    original = GRULinearization.low_precision
+    monkeypatch.setattr(GRULinearization, "low_precision", lambda self: passes.append(1) or original(self))
+    layer64 = make_layer(hidden=32, scale=1.5, tol=1e-12, backward_tol=1e-12)
+    layer = make_layer(hidden=32, dtype=torch.float32, tol=1e-5, backward_tol=1e-5, low_precision=low_precision,
+                       backward_low_precision=low_precision, solver="anderson")
+    layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
+    xi, mask = make_batch(B=4, n=12, lengths=[12, 7, 12, 3])
+    target = torch.randn(4, 12, 32, dtype=torch.float64)
+    grads = []
+    for lay, x in ((layer64, xi), (layer, xi.float())):
+        x = x.clone().requires_grad_(True)
+        (lay(x, mask) * target.to(x.dtype)).sum().backward()
+        grads.append(torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in lay.parameters()]).double())
+    assert layer.last_backward_stats.converged.all() and len(passes) == int(low_precision)
+    assert float((grads[1] - grads[0]).norm() / grads[0].norm()) < 1e-4

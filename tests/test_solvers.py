@@ -322,3 +322,33 @@ def test_the_layer_ignores_a_warm_start_at_padded_positions(problem):
     assert layer.last_stats.converged.all() and (layer.last_stats.candidate == 0).all()
     assert torch.equal(layer.last_solution, warm)
     assert (warm[~mask] == 0).all() and torch.allclose(warm, H, atol=1e-8)
+
+
+def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatch):
+    from inn.nn.implicit_gru import GRUSystem
+    from inn.solvers.anderson import low_precision_pays
+
+    layer64 = make_layer(hidden=32, scale=1.5)
+    xi, mask = make_batch(B=4, n=12, lengths=[12, 7, 12, 3])
+    ref, _ = solve(layer64.system(xi, mask), "newton_direct", tol=1e-12)
+    system = layer64.float().system(xi.float(), mask)
+    # the low-precision system: the same equations, products rounded to bfloat16
+    low = system.low_precision()
+    assert low.weights[0].dtype == torch.bfloat16 and layer64.double().system(xi, mask).low_precision() is None
+    H = ref.float()
+    err = float((low.F(H) - system.F(H)).norm() / system.F(H).norm())
+    assert 1e-5 < err < 1e-2
+    passes = []
+    monkeypatch.setattr(GRUSystem, "low_precision", lambda self, f=GRUSystem.low_precision: passes.append(1) or f(self))
+    mixed, stats = solve(system, "anderson", tol=1e-5, low_precision=True)
+    assert passes and stats.converged.all() and (stats.residual <= 1e-5).all()  # float32's test
+    plain, plain_stats = solve(system, "anderson", tol=1e-5, low_precision=False)
+    assert len(passes) == 1 and plain_stats.converged.all()
+    for H in (mixed, plain):
+        assert float((H.double() - ref).norm() / ref.norm()) < 1e-4
+    # "auto": float32 on a CPU with native bfloat16 products only
+    assert not low_precision_pays(torch.device("cpu"), torch.float64, "auto")
+    assert not low_precision_pays(torch.device("cuda"), torch.float32, "auto")
+    assert low_precision_pays(torch.device("cpu"), torch.float64, True)
+    with pytest.raises(InnError, match="low_precision must be true, false or 'auto', not 'yes'"):
+        solve(system, "anderson", low_precision="yes")

@@ -51,6 +51,8 @@ METHODS: dict[str, tuple[str, dict]] = {
     "newton_krylov": ("newton_krylov", {}),
     "newton_direct": ("newton_direct", {}),
     "anderson": ("anderson", {}),
+    # the same without the bfloat16 first pass (what "anderson" is where that does not pay)
+    "anderson_float32": ("anderson", {"low_precision": False, "backward_low_precision": False}),
     "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
     "fixed_point": ("fixed_point", {}),
 }

@@ -52,11 +52,12 @@ class ImplicitBackward(torch.autograd.Function):
         max_iter = opts.pop("backward_max_iter", 200)
         if method not in ADJOINT_SOLVERS:
             raise InnError(f"unknown backward solver {method!r}; choose one of {', '.join(ADJOINT_SOLVERS)}")
+        extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
         lin = ctx.lin
         with torch.no_grad():
             # padded outputs are constant zero: their incoming gradient is irrelevant
             g = grad * lin.system.maskf
-            u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter)
+            u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
         layer.last_backward_stats = stats
         if stats.num_failed:
             message = (

@@ -26,6 +26,7 @@ depend on what it is batched with.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -91,9 +92,18 @@ def _switch(a_p: Tensor, a_n: Tensor) -> Tensor:
 
 def _affine(bias: Tensor, x: Tensor, weight: Tensor) -> Tensor:
     """bias + x @ weight.T over any leading dimensions, as one fused product (``addmm``):
-    the cell runs once per solver step, and on a GPU each separate operation is a launch."""
-    out = torch.addmm(bias.reshape(-1, bias.shape[-1]), x.reshape(-1, x.shape[-1]), weight.T)
-    return out.view(bias.shape)
+    the cell runs once per solver step, and on a GPU each separate operation is a launch.
+    With low-precision weights (:meth:`GRUSystem.low_precision`) the product runs in their
+    precision and the sum in x's."""
+    bias2, x2 = bias.reshape(-1, bias.shape[-1]), x.reshape(-1, x.shape[-1])
+    if weight.dtype != x.dtype:
+        return (bias2 + torch.mm(x2.to(weight.dtype), weight.T)).view(bias.shape)
+    return torch.addmm(bias2, x2, weight.T).view(bias.shape)
+
+
+def _product(x: Tensor, weight: Tensor) -> Tensor:
+    """x @ weight in x's precision, the product itself in the weight's (low-precision weights)."""
+    return x @ weight if weight.dtype == x.dtype else (x.to(weight.dtype) @ weight).to(x.dtype)
 
 
 class GRULinearization:
@@ -161,14 +171,24 @@ class GRULinearization:
         Wpn, Wzr, Wc = sy.weights
         g = g * sy.maskf[:, sl]
         g_hh = g * self.one_minus_z[:, sl]
-        g_rh = (g * self.gc[:, sl]) @ Wc
+        g_rh = _product(g * self.gc[:, sl], Wc)
         g_hh = g_hh + g_rh * self.r[:, sl]
         g_zr = torch.cat([g * self.gz[:, sl], g_rh * self.hrd[:, sl]], dim=-1)
-        g_hh = g_hh + g_zr @ Wzr
+        g_hh = g_hh + _product(g_zr, Wzr)
         s = self.s[:, sl]
-        g_prev = g_hh * s + (g_hh * self.ep[:, sl]) @ Wpn[:k]
-        g_next = (g_hh - g_hh * s) - (g_hh * self.en[:, sl]) @ Wpn[k:]
+        g_prev = g_hh * s + _product(g_hh * self.ep[:, sl], Wpn[:k])
+        g_next = (g_hh - g_hh * s) - _product(g_hh * self.en[:, sl], Wpn[k:])
         return g_prev, g_next * sy.next_realf[:, sl]
+
+    def low_precision(self) -> "GRULinearization | None":
+        """The same linearisation with bfloat16 matrix products in :meth:`vjp` (the first pass
+        of a mixed-precision adjoint solve); None unless the system is float32."""
+        low = self.system.low_precision()
+        if low is None:
+            return None
+        out = copy.copy(self)
+        out.system = low
+        return out
 
     def vjp(self, V: Tensor) -> Tensor:
         """J^T V = (dF/dH)^T . V, (B, n, k) -> (B, n, k)."""
@@ -326,6 +346,16 @@ class GRUSystem:
     def linearize(self, H: Tensor) -> GRULinearization:
         return GRULinearization(self, H)
 
+    def low_precision(self) -> "GRUSystem | None":
+        """The same equations with the recurrent products in bfloat16 (sums, gates and the
+        tridiagonal solve stay in float32): about 2x cheaper per F evaluation on a CPU with
+        native bfloat16 products, accurate to a relative residual of about 1e-3. Mixed-precision
+        solves iterate on it first and finish on the float32 system. None unless float32."""
+        if self.X.dtype != torch.float32:
+            return None
+        weights = tuple(w.to(torch.bfloat16) for w in self.weights)
+        return GRUSystem(self.X, self.mask, weights, self.h_start, self.h_end)
+
     def repeat(self, times: int) -> "GRUSystem":
         if times == 1:
             return self
@@ -402,7 +432,9 @@ class ImplicitGRU(nn.Module):
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
             ``candidates``, ``strict``, ...) and for the backward pass ``backward_solver``
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
-            ``backward_tol`` (default: ``tol``) and ``backward_max_iter`` (default 200).
+            ``backward_tol`` (default: ``tol``), ``backward_max_iter`` (default 200) and
+            ``backward_low_precision`` (the ``"anderson"`` adjoint's mixed precision, as the
+            forward's ``low_precision``; default ``"auto"``).
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each
@@ -428,7 +460,7 @@ class ImplicitGRU(nn.Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.solver = solver
-        backward_keys = ("backward_solver", "backward_tol", "backward_max_iter")
+        backward_keys = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision")
         self.backward_options = {key: options.pop(key) for key in backward_keys if key in options}
         check_options(solver, options)
         self.options = options

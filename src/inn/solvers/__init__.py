@@ -258,27 +258,42 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
-def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal"):
+def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
+                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3):
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
     u0 = g
+    its_low = 0
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
         copy = Tridiagonal.transposed(*lin.copy)
         u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
 
-        def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
-            r = g + lin.vjp(u) - u  # the true residual, reported to Anderson as its test
-            return u + copy.solve(r), batch_norm(r) / scale.clamp_min(tiny)
+        def step(vjp):
+            def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
+                r = g + vjp(u) - u  # the true residual, reported to Anderson as its test
+                return u + copy.solve(r), batch_norm(r) / scale.clamp_min(tiny)
 
+            return fmap
+
+        fmap = step(lin.vjp)
+        # mixed precision, as the forward (inn.solvers.anderson.anderson): bfloat16 J^T
+        # products down to low_precision_tol, then float32 from there
+        low = (lin.low_precision() if hasattr(lin, "low_precision") and tol < low_precision_tol
+               and _anderson.low_precision_pays(g.device, g.dtype, low_precision) else None)
+        if low is not None:
+            u0, its_low, _, _, _, _ = _anderson.anderson_iterate(
+                step(low.vjp), u0, lambda u: scale, tol=low_precision_tol,
+                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
     u, its, res, code, evals, checks = _anderson.anderson_iterate(
         fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
     )
+    its = its + its_low
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
