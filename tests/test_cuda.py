@@ -150,3 +150,26 @@ def test_benchmark_on_cuda(tmp_path):
     rows = pd.read_csv(out)
     assert set(rows.device) == {"cuda"} and (rows.forward_s > 0).all()
     assert (rows[rows.method == "anderson"].failed == 0).all()
+
+
+def test_forced_mixed_precision_on_cuda_reaches_the_float64_solution():
+    """On a GPU the bfloat16 first pass is off by default ("auto"); forced, it must still end at
+    float32's answer (bfloat16 products on the GPU, float32 test)."""
+    layer64 = make_layer(hidden=32, scale=1.5, tol=1e-12, backward_tol=1e-12)
+    xi, mask = make_batch(B=4, n=12, lengths=[12, 7, 12, 3])
+    target = torch.randn(4, 12, 32, dtype=torch.float64)
+    x64 = xi.clone().requires_grad_(True)
+    (layer64(x64, mask) * target).sum().backward()
+    ref = layer64(xi, mask).detach()
+    grads64 = torch.cat([x64.grad.flatten()] + [p.grad.flatten() for p in layer64.parameters()])
+    layer = make_layer(hidden=32, dtype=torch.float32, tol=1e-5, backward_tol=1e-5, solver="anderson",
+                       low_precision=True, backward_low_precision=True)
+    layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
+    layer, x, m, t = _on_cuda(layer, xi.float(), mask, target.float())
+    x.requires_grad_(True)
+    H = layer(x, m)
+    (H * t).sum().backward()
+    assert layer.last_stats.converged.all() and layer.last_backward_stats.converged.all()
+    assert float((H.detach().double().cpu() - ref).norm() / ref.norm()) < 1e-4
+    grads = torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in layer.parameters()]).double().cpu()
+    assert float((grads - grads64).norm() / grads64.norm()) < 1e-4
