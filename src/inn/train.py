@@ -227,8 +227,9 @@ class WarmStarts:
     40 tokens) the forward solve from the previous epoch's states took 6.0 iterations against
     10.0 from zero. The states are kept flat, one row per training token, in float16 (every
     |h| < 1, and the solve refines them to its tolerance anyway): 183 MB at the paper's size on
-    EWT, about 410 MB for the paper's 50,000 training walks (k = 200). They are saved in ``last.pt``, so a resumed run starts its solves from the same points
-    as an uninterrupted one. A batch none of whose sequences has been solved yet gets no start
+    EWT, about 410 MB for the paper's 50,000 training walks (k = 200). They are saved in
+    ``last.pt``, so a resumed run starts its solves from the same points as an uninterrupted
+    one. A batch none of whose sequences has been solved yet gets no start
     (the solver's own candidates, as without warm starts); in a mixed batch the unsolved ones
     start from zero.
     """

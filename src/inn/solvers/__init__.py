@@ -281,8 +281,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         fmap = step(lin.vjp)
         # mixed precision, as the forward (inn.solvers.anderson.anderson): bfloat16 J^T
         # products down to low_precision_tol, then float32 from there
-        low = (lin.low_precision() if hasattr(lin, "low_precision") and tol < low_precision_tol
-               and _anderson.low_precision_pays(g.device, g.dtype, low_precision) else None)
+        low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
             u0, its_low, _, _, _, _ = _anderson.anderson_iterate(
                 step(low.vjp), u0, lambda u: scale, tol=low_precision_tol,

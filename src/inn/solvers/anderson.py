@@ -206,7 +206,7 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     """
     kwargs = dict(groups=groups, memory=memory, beta=beta, regularization=regularization,
                   divergence_factor=divergence_factor)
-    low = _low_precision_system(system, low_precision) if tol < low_precision_tol else None
+    low = low_precision_version(system, H, low_precision, tol, low_precision_tol)
     its_low = 0
     if low is not None:  # at most LOW_PRECISION_MAX_ITER steps: bfloat16 stalls near 1e-3
         H, its_low, _, _, evals, checks = _iterate(low, H, sweep, tol=low_precision_tol,
@@ -241,11 +241,13 @@ def _native_bfloat16() -> bool:
         return False
 
 
-def _low_precision_system(system, setting: bool | str):
-    """The bfloat16-product version of ``system`` when the setting asks for it and it has one."""
-    if not hasattr(system, "low_precision") or not low_precision_pays(system.X.device, system.X.dtype, setting):
+def low_precision_version(target, like: Tensor, setting: bool | str, tol: float, low_tol: float):
+    """``target.low_precision()``, the system or linearisation with bfloat16 products, when a
+    first pass to ``low_tol`` is wanted (``setting`` for iterates like ``like``), is short of
+    ``tol``, and ``target`` has such a version; else None. The forward and the adjoint share it."""
+    if tol >= low_tol or not hasattr(target, "low_precision") or not low_precision_pays(like.device, like.dtype, setting):
         return None
-    return system.low_precision()
+    return target.low_precision()
 
 
 def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, **kwargs):
