@@ -21,6 +21,19 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
+UNITS, PER_UNIT = 40, 5  # test sentences (or walks) of fake runs, tokens (or steps) each
+
+
+def fake_predictions(task: str, score: float) -> pd.DataFrame:
+    """A predictions.tsv whose accuracy (POS, %) or error (walks) is ``score``: the first items wrong."""
+    unit = "sentence" if task == "pos" else "sequence"
+    total = UNITS * PER_UNIT
+    wrong = round(total * (1 - score / 100) if task == "pos" else total * score)
+    gold = np.zeros(total, dtype=int)
+    predicted = np.where(np.arange(total) < wrong, 1, 0)
+    return pd.DataFrame({unit: np.repeat(np.arange(UNITS), PER_UNIT), "gold": gold, "predicted": predicted})
+
+
 def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: float, dev: list[float], **extra):
     """The files a training and an evaluation job leave, with chosen numbers."""
     metric = "accuracy" if task == "pos" else "error"
@@ -36,6 +49,7 @@ def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: f
     (evaluation / "metrics.json").write_text(json.dumps({
         "task": task, "dataset": dataset, "model": model, "seed": seed, metric: test,
         "per_tag": {"NN": 90.0}, **extra}))
+    write_tsv(evaluation / "predictions.tsv", fake_predictions(task, test))
     return evaluation / "metrics.json", train / "history.tsv"
 
 
@@ -52,8 +66,19 @@ def runs(tmp_path):
         fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [91.0, 92.5], unseen_accuracy=81.0),
         fake_run(tmp_path, "pos", "ewt", "perceptron", 1, 92.0, [92.0], unseen_accuracy=70.0),
     ]
+    floors = []
+    for dataset, b, error in (("b0.5", 0.5, 0.1), ("b2", 2.0, 0.01)):
+        folder = tmp_path / "data" / "walks" / dataset
+        folder.mkdir(parents=True)
+        write_tsv(folder / "floor.tsv", pd.DataFrame([{"b": b, "direction": "gaussian", "dim": 10, "sequences": UNITS,
+                                                        "steps": UNITS * PER_UNIT, "bayes_error": error}]))
+        write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
+        floors.append(folder)
     out = tmp_path / "tables"
     collect_main(["--metrics", *[str(m) for m, _ in files], "--histories", *[str(h) for _, h in files],
+                  "--predictions", *[str(m.parent / "predictions.tsv") for m, _ in files],
+                  "--floors", *[str(f / "floor.tsv") for f in floors],
+                  "--floor-predictions", *[str(f / "floor_predictions.tsv") for f in floors],
                   "--corpora", "ewt", "--out", str(out)])
     return tmp_path, [h for _, h in files]
 
@@ -66,6 +91,26 @@ def test_table1_means_seeds_and_picks_the_blstm_size_on_dev(runs):
     assert t1.loc[0.5, "bilstm_best_size"] == 100 and t1.loc[0.5, "bilstm_error"] == pytest.approx(0.15)
     assert t1.loc[0.5, "paper_inn_error"] == paper.TABLE1[0.5]["inn"]
     assert np.isnan(t1.loc[2.0, "bilstm_error"])
+    assert t1.loc[0.5, "inn_errors"] == "0.1200,0.1400" and t1.loc[0.5, "inn_error_std"] == pytest.approx(0.02 ** 0.5 / 10, rel=1e-5)
+    # The floor and each model's excess over it, with a paired interval around the excess.
+    assert t1.loc[0.5, "floor"] == 0.1 and t1.loc[0.5, "inn_excess"] == pytest.approx(0.03)
+    assert t1.loc[0.5, "inn_excess_low"] <= 0.03 <= t1.loc[0.5, "inn_excess_high"]
+    assert t1.loc[2.0, "bilstm_seeds"] == 0 and t1.loc[2.0, "inn_excess"] == pytest.approx(0.02)
+
+
+def test_paired_comparisons_cover_every_implicit_model_and_the_floor(runs):
+    root, _ = runs
+    c = pd.read_csv(root / "tables/comparisons.tsv", sep="\t")
+    pairs = {(r.task, r.dataset, r.model, r.baseline) for r in c.itertuples()}
+    assert pairs == {("pos", "ewt", "inn", "bilstm"), ("pos", "ewt", "inn", "perceptron"),
+                     ("walks", "b0.5", "inn", "bayes"), ("walks", "b0.5", "bilstm-h100", "bayes"),
+                     ("walks", "b0.5", "inn", "bilstm-h100"), ("walks", "b2", "inn", "bayes")}
+    row = c.set_index(["dataset", "model", "baseline"]).loc[("ewt", "inn", "bilstm")]
+    assert row.difference == pytest.approx(0.5) and row.metric == "accuracy" and row.units == 40
+    assert row.low <= 0.5 <= row.high
+    # Walks: INN seeds 0.12 and 0.14 pooled, against the b-LSTM 100's 0.15.
+    row = c.set_index(["dataset", "model", "baseline"]).loc[("b0.5", "inn", "bilstm-h100")]
+    assert row.difference == pytest.approx(-0.02) and row.model_seeds == 2 and row.baseline_seeds == 1
 
 
 def test_table2_orders_models_and_labels_reported_rows(runs):
@@ -107,12 +152,17 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
     assert "Reduced scale" in html and "walks.dim = 4" in html
     parsed = {t: pd.read_html(io.StringIO(html), attrs={"id": t})[0] for t in ("table1", "table2", "data-pos")}
     t1 = pd.read_csv(tables / "table1.tsv", sep="\t")
-    assert parsed["table1"]["INN error"].tolist() == pytest.approx(t1.inn_error.round(4).tolist())
+    means = parsed["table1"]["INN error"].str.split("±").str[0].astype(float)
+    assert means.tolist() == pytest.approx(t1.inn_error.round(4).tolist())
+    assert parsed["table1"]["floor"].tolist() == pytest.approx(t1.floor.tolist())
     assert parsed["table1"]["paper: b-LSTM"].tolist() == pytest.approx(t1.paper_bilstm_error.tolist())
     t2 = pd.read_csv(tables / "table2.tsv", sep="\t")
     got = pd.to_numeric(parsed["table2"]["accuracy"], errors="coerce")
     assert got.tolist() == pytest.approx(t2.accuracy.round(2).tolist(), nan_ok=True)
     assert parsed["table2"]["model"].tolist() == t2.name.tolist()
     assert parsed["data-pos"].sentences.tolist() == [10]
-    assert html.count("data:image/png;base64,") >= 3  # two learning-curve figures and solver statistics
+    assert html.count("data:image/png;base64,") >= 5  # Tables 1-2, learning curves, solver statistics
+    comparisons = pd.read_html(io.StringIO(html), attrs={"id": "comparisons-table"})[0]
+    assert len(comparisons) == len(pd.read_csv(tables / "comparisons.tsv", sep="\t"))
+    assert "Bayes floor" in comparisons.baseline.tolist()
     assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from inn.data.walk import generate_walks, load_walks, save_walks
+from inn.errors import InnError
 
 DIM = 3
 
@@ -42,7 +44,7 @@ def test_pre_change_steps_are_unbiased_with_unit_variance():
 def test_post_change_mean_step_is_b_along_one_direction():
     b = 2.0
     norms, orthogonal = [], []
-    for steps, y in _steps(generate_walks(5_000, b=b, dim=DIM, seed=3)):
+    for steps, y in _steps(generate_walks(5_000, b=b, dim=DIM, seed=3, direction="unit")):
         steps = steps[1:][(y[1:] == 1) & (y[:-1] == 1)]  # full post-change steps
         if len(steps) < 20:
             continue
@@ -58,12 +60,33 @@ def test_post_change_mean_step_is_b_along_one_direction():
     assert abs(orthogonal.mean() - 1) < 0.1
 
 
+def test_gaussian_direction_has_unit_variance_per_axis():
+    # v ~ N(0, I_d): the mean of m full post-change steps is b v plus noise of variance 1/m
+    # per axis, so across walks each axis varies by b^2 + E[1/m].
+    b = 2.0
+    means, noise = [], []
+    for steps, y in _steps(generate_walks(8_000, b=b, dim=DIM, seed=3)):
+        steps = steps[1:][(y[1:] == 1) & (y[:-1] == 1)]
+        if len(steps) >= 10:
+            means.append(steps.mean(0))
+            noise.append(1.0 / len(steps))
+    means = torch.stack(means)
+    assert means.mean(0).abs().max() < 0.15
+    assert (means.var(0) - sum(noise) / len(noise) - b**2).abs().max() < 0.5
+    assert abs(means.var(0).mean() - sum(noise) / len(noise) - b**2) < 0.2
+
+
+def test_unknown_direction_is_one_line():
+    with pytest.raises(InnError, match="unknown direction 'sphere'"):
+        generate_walks(5, 1.0, DIM, seed=0, direction="sphere")
+
+
 def test_first_post_change_step_gets_a_uniform_fraction_of_the_bias():
     # In one dimension v = +-1; the fraction t - t' of the first biased step is uniform on
     # (0, 1], so that step moves b/2 along v on average.
     b = 6.0
     first = []
-    for steps, y in _steps(generate_walks(20_000, b=b, dim=1, seed=4), dim=1):
+    for steps, y in _steps(generate_walks(20_000, b=b, dim=1, seed=4, direction="unit"), dim=1):
         ones = (y == 1).nonzero()
         if len(ones) >= 6:
             sign = torch.sign(steps[ones[1:, 0], 0].sum())  # later steps reveal v

@@ -17,6 +17,7 @@ from inn.errors import InnError
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-pos": ("inn.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
     "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
+    "walk-floor": ("inn.data.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
     "train": ("inn.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),

@@ -1,13 +1,20 @@
 """Collect every run's metrics into the paper's tables (TSV), with the paper's numbers beside.
 
 Inputs are the workflow's per-run files, found by their paths
-(``results/eval/{task}/{dataset}/{model}/seed{seed}/metrics.json`` and
-``results/train/{task}/{dataset}/{model}/seed{seed}/history.tsv``); outputs:
+(``results/eval/{task}/{dataset}/{model}/seed{seed}/{metrics.json,predictions.tsv}`` and
+``results/train/{task}/{dataset}/{model}/seed{seed}/history.tsv``), and for the walks the
+Bayes-optimal floor of each test set (``results/data/walks/b{b}/floor{,_predictions}.tsv``).
+Outputs:
 
-- ``table1.tsv``: b, INN error, b-LSTM error (the size with the lowest dev error), that size,
-  and the paper's two columns;
-- ``table2.tsv``: corpus, model, accuracy, unseen-word accuracy, and the paper's WSJ figure,
-  with the reported Stanford tagger and reference figures as rows that say they were not run;
+- ``table1.tsv``: per b, the floor, then for the INN, the implicit LSTM and the b-LSTM (the size
+  with the lowest dev error): mean error over seeds, its standard deviation, the per-seed errors,
+  the excess over the floor with its paired 95% interval; and the paper's two columns;
+- ``table2.tsv``: corpus, model, accuracy (mean, sd, per seed), unseen-word accuracy, and the
+  paper's WSJ figure, with the reported Stanford tagger and reference figures as rows that say
+  they were not run;
+- ``comparisons.tsv``: every paired comparison (each implicit model against each baseline, and on
+  the walks every model against the floor): the difference with its bootstrap interval over test
+  sentences or walks, pooled over seeds (:mod:`inn.stats`);
 - ``runs.tsv``: one row per run (every seed), for users who want more than the means.
 """
 
@@ -24,10 +31,16 @@ import pandas as pd
 
 from inn import paper
 from inn.errors import InnError
-from inn.tables import write_tsv
+from inn.stats import UnitScores, paired_bootstrap, unit_scores
+from inn.tables import read_tsv, write_tsv
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
-SIZED = re.compile(r"^(?P<base>[a-z]+)-h(?P<size>\d+)$")
+SIZED = re.compile(r"^(?P<base>[a-z_]+)-h(?P<size>\d+)$")
+FLOOR_PATH = re.compile(r"walks/(?P<dataset>b[^/]+)/floor(?:_predictions)?\.tsv$")
+#: The implicit models, compared against every other model of their data set.
+IMPLICIT = ("inn", "inn_lstm")
+#: Seeds of the paired bootstrap's resampling (fixed: the intervals are reproducible).
+BOOTSTRAP_SEED = 2017
 
 
 def run_key(path: str | Path) -> dict:
@@ -48,8 +61,10 @@ def _best_dev(history: pd.DataFrame, task: str) -> float:
     return float(history[column].max() if task == "pos" else history[column].min())
 
 
-def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = ()) -> pd.DataFrame:
-    """One row per run: its key, test metrics, sizes and timings, and its best dev score."""
+def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (),
+              predictions: Iterable[str | Path] = ()) -> pd.DataFrame:
+    """One row per run: its key, test metrics, sizes and timings, its best dev score, and where
+    its test predictions are (for the paired comparisons)."""
     rows = []
     for path in metrics:
         key = run_key(path)
@@ -68,84 +83,192 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         dev[(key["task"], key["dataset"], key["model"], key["seed"])] = _best_dev(
             pd.read_csv(path, sep="\t"), key["task"])
     runs["best_dev"] = [dev.get((r.task, r.dataset, r.model, r.seed), np.nan) for r in runs.itertuples()]
+    paths = {}
+    for path in predictions:
+        key = run_key(path)
+        paths[(key["task"], key["dataset"], key["model"], key["seed"])] = str(path)
+    runs["predictions_path"] = [paths.get((r.task, r.dataset, r.model, r.seed)) for r in runs.itertuples()]
     return runs.sort_values(["task", "dataset", "model", "seed"], ignore_index=True)
 
 
-def _mean_std(values: pd.Series) -> tuple[float, float]:
+def _seed_summary(values: pd.Series, digits: int) -> dict:
+    """Mean, sample standard deviation (NaN for one seed), seed count and the values themselves."""
     values = values.dropna()
-    if values.empty:
-        return float("nan"), float("nan")
-    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+    return {"mean": float(values.mean()) if len(values) else float("nan"),
+            "std": float(values.std(ddof=1)) if len(values) > 1 else float("nan"),
+            "seeds": len(values), "values": ",".join(f"{v:.{digits}f}" for v in values)}
 
 
-def table1(runs: pd.DataFrame) -> pd.DataFrame:
-    """Paper Table 1: per-step error on the walks, INN beside the best b-LSTM size."""
+def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its runs."""
+    bilstm = group[group.base_model == "bilstm"]
+    if bilstm.empty:
+        return np.nan, bilstm
+    by_size = bilstm.groupby("size").agg(dev=("best_dev", "mean"), test=("error", "mean"))
+    # Choose on dev error; fall back to test error only when no dev score was recorded.
+    criterion = by_size.dev if by_size.dev.notna().any() else by_size.test
+    size = int(criterion.idxmin())
+    return size, bilstm[bilstm["size"] == size]
+
+
+def _predictions(runs: pd.DataFrame) -> list[pd.DataFrame]:
+    paths = runs.get("predictions_path", pd.Series(dtype=object)).dropna()
+    return [read_tsv(p) for p in paths] if len(paths) == len(runs) and len(runs) else []
+
+
+def _compare(rows: list, task: str, dataset: str, model: str, baseline: str, a: UnitScores, b: UnitScores,
+             scale: float) -> dict:
+    result = paired_bootstrap(a, b, seed=BOOTSTRAP_SEED)
+    row = {"task": task, "dataset": dataset, "model": model, "baseline": baseline,
+           "metric": "accuracy" if task == "pos" else "error",
+           "model_value": a.rate * scale, "baseline_value": b.rate * scale,
+           "difference": result["difference"] * scale, "low": result["low"] * scale,
+           "high": result["high"] * scale, "p_value": result["p_value"], "units": result["units"],
+           "model_seeds": a.seeds, "baseline_seeds": b.seeds,
+           "distinguishable": bool(result["low"] > 0 or result["high"] < 0)}
+    rows.append(row)
+    return row
+
+
+def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None]] | None = None,
+           comparisons: list | None = None) -> pd.DataFrame:
+    """Paper Table 1: per-step error on the walks, beside the task's floor, with seeds and intervals.
+
+    Args:
+        runs: :func:`load_runs`' table (with ``predictions_path`` for paired intervals).
+        floors: per data set (``b0.5``): the floor's row and its predictions (or None).
+        comparisons: a list that receives the walks' rows of ``comparisons.tsv``.
+    """
+    floors = floors or {}
+    comparisons = comparisons if comparisons is not None else []
     walks = runs[runs.task == "walks"] if not runs.empty else runs
+    datasets = list(dict.fromkeys([*(walks.dataset if not walks.empty else []), *floors]))
     rows = []
-    for dataset, group in walks.groupby("dataset", sort=False):
+    for dataset in datasets:
+        group = walks[walks.dataset == dataset] if not walks.empty else walks
         b = float(dataset.removeprefix("b"))
-        inn = group[group.base_model == "inn"]
-        bilstm = group[group.base_model == "bilstm"]
-        best_size = np.nan
-        if not bilstm.empty:
-            by_size = bilstm.groupby("size").agg(dev=("best_dev", "mean"), test=("error", "mean"))
-            # Choose the size on dev error (the paper took the best over its sweep); fall back to
-            # test error only when no dev score was recorded.
-            criterion = by_size.dev if by_size.dev.notna().any() else by_size.test
-            best_size = int(criterion.idxmin())
-            bilstm = bilstm[bilstm["size"] == best_size]
-        inn_mean, inn_std = _mean_std(inn.get("error", pd.Series(dtype=float)))
-        lstm_mean, lstm_std = _mean_std(bilstm.get("error", pd.Series(dtype=float)))
+        floor_row, floor_predictions = floors.get(dataset, ({}, None))
+        floor_scores = unit_scores([floor_predictions], "sequence", "wrong") if floor_predictions is not None else None
+        best_size, bilstm = best_bilstm(group) if not group.empty else (np.nan, group)
         theirs = paper.TABLE1.get(b, {})
-        rows.append({
-            "b": b, "inn_error": inn_mean, "inn_error_std": inn_std, "inn_seeds": len(inn),
-            "bilstm_error": lstm_mean, "bilstm_error_std": lstm_std, "bilstm_seeds": len(bilstm),
-            "bilstm_best_size": best_size, "bilstm_sizes": ",".join(
-                str(int(s)) for s in sorted(group[group.base_model == "bilstm"]["size"].dropna().unique())),
-            "paper_inn_error": theirs.get("inn", np.nan), "paper_bilstm_error": theirs.get("bilstm", np.nan),
-        })
-    columns = ["b", "inn_error", "inn_error_std", "inn_seeds", "bilstm_error", "bilstm_error_std",
-               "bilstm_seeds", "bilstm_best_size", "bilstm_sizes", "paper_inn_error", "paper_bilstm_error"]
+        row = {"b": b, "floor": floor_row.get("bayes_error", np.nan), "direction": floor_row.get("direction"),
+               "dim": floor_row.get("dim")}
+        scored = {}
+        for name, model_runs in (("inn", group[group.base_model == "inn"] if not group.empty else group),
+                                 ("inn_lstm", group[group.base_model == "inn_lstm"] if not group.empty else group),
+                                 ("bilstm", bilstm)):
+            summary = _seed_summary(model_runs.get("error", pd.Series(dtype=float)), 4)
+            row.update({f"{name}_error": summary["mean"], f"{name}_error_std": summary["std"],
+                        f"{name}_seeds": summary["seeds"], f"{name}_errors": summary["values"]})
+            row[f"{name}_excess"] = summary["mean"] - row["floor"]
+            row[f"{name}_excess_low"] = row[f"{name}_excess_high"] = np.nan
+            predictions = _predictions(model_runs)
+            if predictions:
+                scored[name] = unit_scores(predictions, "sequence", "wrong")
+                if floor_scores is not None:
+                    label = f"bilstm-h{best_size}" if name == "bilstm" else name
+                    result = _compare(comparisons, "walks", dataset, label, "bayes", scored[name], floor_scores, 1.0)
+                    row[f"{name}_excess_low"], row[f"{name}_excess_high"] = result["low"], result["high"]
+        row["bilstm_best_size"] = best_size
+        row["bilstm_sizes"] = ",".join(str(int(s)) for s in sorted(
+            group[group.base_model == "bilstm"]["size"].dropna().unique())) if not group.empty else ""
+        for name in IMPLICIT:
+            if name in scored and "bilstm" in scored:
+                _compare(comparisons, "walks", dataset, name, f"bilstm-h{best_size}", scored[name],
+                         scored["bilstm"], 1.0)
+        row.update(paper_inn_error=theirs.get("inn", np.nan), paper_bilstm_error=theirs.get("bilstm", np.nan))
+        rows.append(row)
+    columns = ["b", "floor", "direction", "dim"]
+    for name in ("inn", "inn_lstm", "bilstm"):
+        columns += [f"{name}_error", f"{name}_error_std", f"{name}_seeds", f"{name}_errors", f"{name}_excess",
+                    f"{name}_excess_low", f"{name}_excess_high"]
+    columns += ["bilstm_best_size", "bilstm_sizes", "paper_inn_error", "paper_bilstm_error"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("b", ascending=False, ignore_index=True)
 
 
-def table2(runs: pd.DataFrame, corpora: Iterable[str]) -> pd.DataFrame:
-    """Paper Table 2: token accuracy per corpus and model, with the paper's WSJ figures."""
+def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None = None) -> pd.DataFrame:
+    """Paper Table 2: token accuracy per corpus and model (over seeds), with the paper's WSJ figures.
+
+    ``comparisons`` receives a row per implicit model and other model of a corpus: the paired
+    bootstrap difference in accuracy (points) over the test sentences, pooled over seeds.
+    """
+    comparisons = comparisons if comparisons is not None else []
     pos = runs[runs.task == "pos"] if not runs.empty else runs
     order = list(paper.MODEL_NAMES)
     rows = []
     for corpus in corpora:
         group = pos[pos.dataset == corpus] if not pos.empty else pos
-        for model in sorted(group.model.unique() if not group.empty else [],
-                            key=lambda m: order.index(m) if m in order else len(order)):
+        models = sorted(group.model.unique() if not group.empty else [],
+                        key=lambda m: order.index(m) if m in order else len(order))
+        scored = {}
+        for model in models:
             runs_ = group[group.model == model]
-            acc, acc_std = _mean_std(runs_["accuracy"])
-            unseen, _ = _mean_std(runs_.get("unseen_accuracy", pd.Series(dtype=float)))
+            summary = _seed_summary(runs_["accuracy"], 2)
+            unseen = runs_.get("unseen_accuracy", pd.Series(dtype=float)).dropna()
             rows.append({"corpus": corpus, "model": model, "name": paper.MODEL_NAMES.get(model, model),
-                         "accuracy": acc, "accuracy_std": acc_std, "unseen_accuracy": unseen,
-                         "seeds": len(runs_), "run": "ours",
+                         "accuracy": summary["mean"], "accuracy_std": summary["std"],
+                         "accuracies": summary["values"],
+                         "unseen_accuracy": float(unseen.mean()) if len(unseen) else np.nan,
+                         "seeds": summary["seeds"], "run": "ours",
                          "paper_wsj_accuracy": paper.TABLE2_WSJ.get(model, np.nan)})
+            predictions = _predictions(runs_)
+            if predictions:
+                scored[model] = unit_scores(predictions, "sentence", "correct")
+        for model in IMPLICIT:
+            for baseline in scored:
+                # Implicit models against each other once: the implicit LSTM against the INN.
+                if model in scored and baseline != model and not (
+                        baseline in IMPLICIT and IMPLICIT.index(baseline) > IMPLICIT.index(model)):
+                    _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0)
         for name, value in paper.REFERENCES.get(corpus, {}).items():
             rows.append({"corpus": corpus, "model": "reference", "name": name, "accuracy": value,
                          "seeds": 0, "run": "reported, not run"})
     rows.append({"corpus": "wsj", "model": "stanford", "name": "Stanford POS tagger", "seeds": 0,
                  "run": "reported in the paper, not run", "paper_wsj_accuracy": paper.STANFORD_WSJ})
-    columns = ["corpus", "model", "name", "accuracy", "accuracy_std", "unseen_accuracy", "seeds", "run",
-               "paper_wsj_accuracy"]
+    columns = ["corpus", "model", "name", "accuracy", "accuracy_std", "accuracies", "unseen_accuracy", "seeds",
+               "run", "paper_wsj_accuracy"]
     return pd.DataFrame(rows, columns=columns)
 
 
+COMPARISON_COLUMNS = ["task", "dataset", "model", "baseline", "metric", "model_value", "baseline_value",
+                      "difference", "low", "high", "p_value", "units", "model_seeds", "baseline_seeds",
+                      "distinguishable"]
+
+
+def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] = ()) -> dict:
+    """Per walk data set: the floor's row (``floor.tsv``) and its predictions table, if given."""
+    found: dict[str, list] = {}
+    for path in floors:
+        match = FLOOR_PATH.search(Path(path).as_posix())
+        if not match:
+            raise InnError(f"{path}: not a floor file (expected .../walks/b<b>/floor.tsv)")
+        found[match["dataset"]] = [read_tsv(path).iloc[0].to_dict(), None]
+    for path in predictions:
+        match = FLOOR_PATH.search(Path(path).as_posix())
+        if not match or match["dataset"] not in found:
+            raise InnError(f"{path}: floor predictions without their floor.tsv")
+        found[match["dataset"]][1] = read_tsv(path)
+    return {dataset: tuple(value) for dataset, value in found.items()}
+
+
 def main(argv: list[str]) -> None:
-    """``inn collect``: write table1.tsv, table2.tsv and runs.tsv from the runs' files."""
+    """``inn collect``: write table1.tsv, table2.tsv, comparisons.tsv and runs.tsv from the runs' files."""
     parser = argparse.ArgumentParser(prog="inn collect", description=main.__doc__)
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.json files")
     parser.add_argument("--histories", nargs="*", default=[], help="history.tsv files")
+    parser.add_argument("--predictions", nargs="*", default=[], help="predictions.tsv files (paired intervals)")
+    parser.add_argument("--floors", nargs="*", default=[], help="the walks' floor.tsv files")
+    parser.add_argument("--floor-predictions", nargs="*", default=[], help="the walks' floor_predictions.tsv")
     parser.add_argument("--corpora", nargs="*", default=[], help="POS corpora, in report order")
     parser.add_argument("--out", required=True, help="output folder")
     args = parser.parse_args(argv)
-    runs = load_runs(args.metrics, args.histories)
+    runs = load_runs(args.metrics, args.histories, args.predictions)
+    floors = load_floors(args.floors, args.floor_predictions)
+    comparisons: list[dict] = []
+    first, second = table1(runs, floors, comparisons), table2(runs, args.corpora, comparisons)
     out = Path(args.out)
-    write_tsv(out / "runs.tsv", runs)
-    write_tsv(out / "table1.tsv", table1(runs))
-    write_tsv(out / "table2.tsv", table2(runs, args.corpora))
+    write_tsv(out / "runs.tsv", runs.drop(columns="predictions_path", errors="ignore"))
+    write_tsv(out / "table1.tsv", first)
+    write_tsv(out / "table2.tsv", second)
+    write_tsv(out / "comparisons.tsv", pd.DataFrame(comparisons, columns=COMPARISON_COLUMNS))

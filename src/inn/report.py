@@ -214,6 +214,52 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
     return tables
 
 
+def _per_seed(values) -> list[float]:
+    if not isinstance(values, str) or not values:
+        return [] if not isinstance(values, (int, float)) or np.isnan(values) else [float(values)]
+    return [float(v) for v in values.split(",")]
+
+
+def table1_figure(table1: pd.DataFrame) -> str | None:
+    """Error against b: the floor, our models (mean and every seed) and the paper's two columns."""
+    if table1.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    b = table1.b.to_numpy()
+    ax.plot(b, table1.floor, "k-", lw=2, label="Bayes-optimal floor (this task)")
+    for name, label, colour in (("inn", "INN", "C0"), ("inn_lstm", "implicit LSTM", "C2"), ("bilstm", "b-LSTM", "C1")):
+        if table1[f"{name}_error"].notna().any():
+            ax.plot(b, table1[f"{name}_error"], "o-", color=colour, label=f"{label} (ours, mean over seeds)")
+            for bias, values in zip(b, table1[f"{name}_errors"]):
+                seeds = _per_seed(values)
+                ax.plot([bias] * len(seeds), seeds, ".", color=colour, alpha=0.5)
+    ax.plot(b, table1.paper_inn_error, "s--", color="C0", mfc="none", label="INN (paper)")
+    ax.plot(b, table1.paper_bilstm_error, "s--", color="C1", mfc="none", label="b-LSTM (paper)")
+    ax.set(xlabel="bias b", ylabel="per-step error", title="Table 1: error against bias (dots: seeds)")
+    ax.legend(fontsize=7)
+    return figure_uri(fig)
+
+
+def table2_figure(table2: pd.DataFrame) -> str | None:
+    """Per corpus, every tagger's test accuracy per seed (dots) and mean (bar), to see the spread."""
+    ours = table2[table2.run == "ours"] if not table2.empty else table2
+    if ours.empty:
+        return None
+    corpora = list(dict.fromkeys(ours.corpus))
+    fig, axes = plt.subplots(1, len(corpora), figsize=(5.2 * len(corpora), 3.6), squeeze=False)
+    for ax, corpus in zip(axes[0], corpora):
+        group = ours[ours.corpus == corpus].reset_index(drop=True)
+        for i, r in group.iterrows():
+            seeds = _per_seed(r.accuracies)
+            ax.plot(seeds, [i] * len(seeds), "o", color="C0", alpha=0.6)
+            ax.plot([r.accuracy] * 2, [i - 0.3, i + 0.3], "k-", lw=2)
+        ax.set_yticks(range(len(group)), group.name, fontsize=8)
+        ax.set(xlabel="test accuracy % (dots: seeds; bar: mean)", title=corpus)
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
 def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
     if lengths.empty:
         return None
@@ -232,6 +278,8 @@ def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
 def _fmt(value, digits=4):
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
     if isinstance(value, (float, np.floating)):
         return f"{value:.{digits}f}"
     return str(value)
@@ -249,6 +297,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     """The report page as a string (see :func:`main` for the files it reads)."""
     histories = load_histories(histories)
     measurements, fits = _read(timing), _read(timing_fits)
+    table1, table2 = _read(tables / "table1.tsv"), _read(tables / "table2.tsv")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
@@ -259,8 +308,11 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         scale=config.get("scale", ""),
         differences=scale_differences(config, schema),
         wsj_given=bool(config.get("corpora", {}).get("wsj", {}).get("path")),
-        table1=_read(tables / "table1.tsv"),
-        table2=_read(tables / "table2.tsv"),
+        table1=table1,
+        table1_figure=table1_figure(table1),
+        table2=table2,
+        table2_figure=table2_figure(table2),
+        comparisons=_read(tables / "comparisons.tsv"),
         data_pos=_read(tables / "data_pos.tsv"),
         data_walks=_read(tables / "data_walks.tsv"),
         walk_lengths=walk_lengths_figure(_read(tables / "data_walk_lengths.tsv")),

@@ -86,6 +86,11 @@ def training_runs():
     return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
 
 
+def walk_datasets():
+    """The walk data sets that models are trained on (each gets its floor in Table 1)."""
+    return sorted({d for t, d, _, _ in training_runs() if t == "walks"})
+
+
 def all_metrics():
     """The metrics.json of every configured run (what `rule all` asks for)."""
     return [f"results/eval/{t}/{d}/{m}/seed{s}/metrics.json" for t, d, m, s in training_runs()]

@@ -86,9 +86,28 @@ rule generate_walks:
         ENV
     shell:
         "python -m inn generate-walks --b {wildcards.b} --dim {params.walks[dim]}"
-        " --max-len {params.walks[max_len]} --seed {params.seed}"
+        " --direction {params.walks[direction]} --max-len {params.walks[max_len]} --seed {params.seed}"
         " --train {params.walks[sizes][train]} --dev {params.walks[sizes][dev]}"
         " --test {params.walks[sizes][test]} --out results/data/walks/b{wildcards.b} 2> {log}"
+
+
+rule walk_floor:
+    input:
+        "results/data/walks/b{b}/test.pt",
+    output:
+        floor="results/data/walks/b{b}/floor.tsv",
+        predictions="results/data/walks/b{b}/floor_predictions.tsv",
+    log:
+        "logs/walk_floor/b{b}.log",
+    benchmark:
+        "benchmarks/walk_floor/b{b}.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        ENV
+    shell:
+        "python -m inn walk-floor {input} --out {output.floor} --predictions {output.predictions} 2> {log}"
 
 
 rule summarize_data:

@@ -5,9 +5,15 @@ rule collect_tables:
     input:
         metrics=all_metrics(),
         histories=run_files(f"results/train/{RUN}/history.tsv", training_runs()),
+        predictions=run_files(f"results/eval/{RUN}/predictions.tsv", training_runs()),
+        floors=expand("results/data/walks/{dataset}/floor.tsv", dataset=walk_datasets()),
+        floor_predictions=expand("results/data/walks/{dataset}/floor_predictions.tsv", dataset=walk_datasets()),
     output:
         table1=report("results/tables/table1.tsv", category="Tables", caption="../report/table1.rst"),
         table2=report("results/tables/table2.tsv", category="Tables", caption="../report/table2.rst"),
+        comparisons=report(
+            "results/tables/comparisons.tsv", category="Tables", caption="../report/comparisons.rst"
+        ),
         runs="results/tables/runs.tsv",
     log:
         "logs/collect_tables.log",
@@ -18,6 +24,8 @@ rule collect_tables:
         ENV
     shell:
         "python -m inn collect --metrics {input.metrics} --histories {input.histories}"
+        " --predictions {input.predictions} --floors {input.floors}"
+        " --floor-predictions {input.floor_predictions}"
         " --corpora {params.corpora} --out {params.out} 2> {log}"
 
 

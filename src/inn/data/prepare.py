@@ -15,7 +15,7 @@ import pandas as pd
 
 from inn.data.corpora import SPLITS, Sentence, read_corpus, write_tagged
 from inn.data.features import FeatureExtractor
-from inn.data.walk import generate_walks, save_walks
+from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -75,18 +75,23 @@ def summarize_walks(b: float, split: str, walks) -> tuple[dict, pd.DataFrame]:
 
 
 def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str | Path,
-                  max_len: int = 40) -> None:
-    """Generate train/dev/test walks for one bias ``b`` into ``out`` with their summaries."""
+                  max_len: int = 40, direction: str = "gaussian") -> None:
+    """Generate train/dev/test walks for one bias ``b`` into ``out`` with their summaries.
+
+    Every file records its generator's settings (b, d, direction, max_len, seed), which the
+    floor (``inn walk-floor``) and the summaries read back."""
     out = Path(out)
     rows, histograms, sets = [], [], {}
     for split in SPLITS:
-        walks = generate_walks(sizes[split], b, dim, split_seed(seed, b, split), max_len=max_len)
+        walks = generate_walks(sizes[split], b, dim, split_seed(seed, b, split), max_len=max_len,
+                               direction=direction)
         row, histogram = summarize_walks(b, split, walks)
+        row.update(direction=direction, dim=dim)
         rows.append(row)
         histograms.append(histogram)
         sets[split] = walks
     for split, walks in sets.items():
-        save_walks(out / f"{split}.pt", walks, b=b, dim=dim, seed=seed)
+        save_walks(out / f"{split}.pt", walks, b=b, dim=dim, seed=seed, direction=direction, max_len=max_len)
     write_tsv(out / "summary.tsv", pd.DataFrame(rows))
     write_tsv(out / "lengths.tsv", pd.concat(histograms, ignore_index=True))
     log.info("walks b=%g: %s", b, ", ".join(f"{r['split']} {r['sequences']}" for r in rows))
@@ -117,10 +122,11 @@ def generate_walks_main(argv: list[str]) -> None:
     parser.add_argument("--b", type=float, required=True, help="bias size")
     parser.add_argument("--dim", type=int, required=True, help="walk dimension d")
     parser.add_argument("--max-len", type=int, default=40)
+    parser.add_argument("--direction", choices=DIRECTIONS, default="gaussian", help="how v is drawn")
     parser.add_argument("--seed", type=int, required=True)
     for split, default in zip(SPLITS, (50_000, 2_500, 5_000)):
         parser.add_argument(f"--{split}", type=int, default=default, help=f"{split} sequences")
     parser.add_argument("--out", required=True, help="output folder")
     args = parser.parse_args(argv)
     sizes = {split: getattr(args, split) for split in SPLITS}
-    prepare_walks(args.b, args.dim, sizes, args.seed, args.out, max_len=args.max_len)
+    prepare_walks(args.b, args.dim, sizes, args.seed, args.out, max_len=args.max_len, direction=args.direction)

@@ -1,7 +1,9 @@
 """Biased random walks (paper 3.1): find where a random walk stops being unbiased.
 
 Per sequence: a length N uniform on 1..max_len, a change time t' uniform on [0, N), and a
-direction v uniform on the unit sphere of R^d. The walk starts at x_0 = 0 and takes standard
+direction v in R^d, drawn either uniform on the unit sphere (``unit``) or as v ~ N(0, I_d)
+(``gaussian``, the default: the paper leaves this open, and only with it can the paper's errors
+be reached; ``inn.data.walk_floor``). The walk starts at x_0 = 0 and takes standard
 normal steps, x_t = x_{t-1} + N(0, I_d); each step that lands at a time t > t' also moves by
 b * v, the first such step only by the fraction (t - t') of it. The model sees x_1..x_N and
 must label each step y_t = 0 if t <= t' and 1 if t > t' (so the last label is always 1).
@@ -16,13 +18,17 @@ import torch
 from inn.errors import InnError
 from inn.io import torch_save
 
+#: How the bias direction v is drawn.
+DIRECTIONS = ("unit", "gaussian")
 
-def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min_len: int = 1
-                   ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+
+def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min_len: int = 1,
+                   direction: str = "gaussian") -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Generate ``n`` biased random walks of dimension ``dim`` with bias ``b``.
 
     Lengths are uniform on ``min_len..max_len`` (the paper: 1..40; the timing stage sets both
-    to one n to get walks of exactly that length).
+    to one n to get walks of exactly that length). ``direction`` says how v is drawn
+    (:data:`DIRECTIONS`).
 
     Generation is vectorised over all sequences and reproducible: the same arguments give the
     same walks on every machine (a CPU ``torch.Generator`` seeded with ``seed``).
@@ -34,17 +40,20 @@ def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min
     if n < 1 or dim < 1 or not 1 <= min_len <= max_len:
         raise InnError(f"generate_walks: need n, dim >= 1 and 1 <= min_len <= max_len "
                        f"(got n={n}, dim={dim}, min_len={min_len}, max_len={max_len})")
+    if direction not in DIRECTIONS:
+        raise InnError(f"generate_walks: unknown direction {direction!r} (expected one of {', '.join(DIRECTIONS)})")
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (n,), generator=gen)  # N
     change = torch.rand(n, generator=gen, dtype=torch.float64) * lengths  # t' in [0, N)
-    direction = torch.randn(n, dim, generator=gen, dtype=torch.float64)
-    direction = direction / direction.norm(dim=1, keepdim=True)  # v
+    v = torch.randn(n, dim, generator=gen, dtype=torch.float64)
+    if direction == "unit":
+        v = v / v.norm(dim=1, keepdim=True)
     steps = torch.randn(n, max_len, dim, generator=gen, dtype=torch.float64)
     times = torch.arange(1, max_len + 1, dtype=torch.float64)  # t = 1..max_len
     # Share of the bias each step gets: 0 up to t', the fraction t - t' on the first step past
     # it, 1 after that.
     share = (times - change[:, None]).clamp(0.0, 1.0)  # (n, max_len)
-    x = torch.cumsum(steps + b * share[..., None] * direction[:, None, :], dim=1).float()
+    x = torch.cumsum(steps + b * share[..., None] * v[:, None, :], dim=1).float()
     y = (times > change[:, None]).long()
     return [(x[i, :length], y[i, :length]) for i, length in enumerate(lengths.tolist())]
 
