@@ -204,6 +204,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--max-sequences", type=int, help="score only the first N sequences")
     args = parser.parse_args(argv)
+    if args.max_sequences is not None and args.max_sequences < 1:
+        raise InnError(f"--max-sequences must be at least 1, not {args.max_sequences}")
     if args.threads:
         torch.set_num_threads(args.threads)
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
