@@ -326,3 +326,9 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
     assert torch.load(tmp_path / "last.pt", weights_only=False)["train_state"]["epoch"] == 1
     assert not _temporaries(tmp_path)
     _assert_as_straight(tmp_path, train("walks", walk_dir, MODEL, tmp_path, _cfg(), device="cpu"), straight)
+
+
+def test_any_interrupted_command_ends_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr("inn.tables.concat_main", lambda argv: os.kill(os.getpid(), signal.SIGINT))
+    assert cli(["concat-tables", "--out", "unused.tsv"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "interrupted (SIGINT): rerun the same command to start again\n"

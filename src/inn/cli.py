@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     target, _ = COMMANDS[argv[0]]
     module, function = target.split(":")
-    command = getattr(importlib.import_module(module), function)
     received = [signal.SIGINT]
 
     def interrupt(signum: int, frame) -> None:
@@ -59,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        command(argv[1:])
+        getattr(importlib.import_module(module), function)(argv[1:])  # importing torch takes a while too
     except InnError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # the subcommand may say how to go on
-        print(f"interrupted ({received[-1].name}): {exc or 'rerun the same command to start again'}", file=sys.stderr)
+        note = str(exc) or "rerun the same command to start again"
+        print(f"interrupted ({received[-1].name}): {note}", file=sys.stderr)
         return 128 + received[-1]
     finally:
         for s, handler in previous.items():
