@@ -243,9 +243,11 @@ def test_empty_data_gives_one_line(tmp_path, walk_dir, capsys):
     assert cli(["train", "--task", "walks", "--data", str(empty), "--model", MODEL, "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == f"error: {empty}/train.pt holds no walks\n"
     train("walks", walk_dir, MODEL, tmp_path / "run", _cfg(max_epochs=1), device="cpu")
-    assert cli(["evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--data", str(walk_dir),
-                "--out", str(tmp_path / "run"), "--max-sequences", "0"]) == 2
-    assert capsys.readouterr().err == "error: --max-sequences must be at least 1, not 0\n"
+    with pytest.raises(SystemExit, match="2"):  # argparse: usage, then the line naming the argument
+        cli(["evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--data", str(walk_dir),
+             "--out", str(tmp_path / "run"), "--max-sequences", "0"])
+    assert capsys.readouterr().err.splitlines()[-1] == ("inn evaluate: error: argument --max-sequences: must be a "
+                                                        "whole number of at least 1, not '0'")
 
 
 # --------------------------------------------------------------------------- 6 and 8: concurrent runs, kill -9

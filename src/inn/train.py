@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from inn import batches as B
 from inn.device import resolve_device
-from inn.errors import InnError
+from inn.errors import InnError, positive_int
 from inn.io import locked_folder, remove_stale_temps, torch_save
 from inn.models import CHECKPOINT_FORMAT, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
@@ -647,8 +647,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--stop-after", type=int, help="finish at most this many epochs, then exit (resumable)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
