@@ -37,7 +37,7 @@ _WRITE_FIXES = {
 }
 
 
-def write_error(target: str | os.PathLike, exc: OSError) -> InnError:
+def _write_error(target: str | os.PathLike, exc: OSError) -> InnError:
     """The one line for a failed write of ``target`` (a file or folder): cause and fix."""
     fix = _WRITE_FIXES.get(exc.errno, "check the folder")
     return InnError(f"cannot write {target}: {exc.strerror or exc}; {fix}, then rerun")
@@ -71,7 +71,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp_path, path)
     except OSError as exc:
         kept = f" (the earlier {path.name} is unchanged)" if path.exists() else ""
-        raise InnError(f"{write_error(path, exc)}{kept}") from None
+        raise InnError(f"{_write_error(path, exc)}{kept}") from None
     finally:
         if tmp_path is not None:
             tmp_path.unlink(missing_ok=True)
@@ -143,7 +143,7 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as exc:
-        raise write_error(folder, exc) from None
+        raise _write_error(folder, exc) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,7 +158,7 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
             os.close(probe)
             os.unlink(probe_path)
         except OSError as exc:
-            raise write_error(folder, exc) from None
+            raise _write_error(folder, exc) from None
         yield folder
     finally:
         os.close(fd)
