@@ -66,6 +66,8 @@ def load_pos(data_dir: str | os.PathLike, split: str, features: FeatureExtractor
 def load_walk_examples(path: str | os.PathLike, max_sequences: int | None = None) -> list[Example]:
     """Walks stored by :func:`inn.data.walk.save_walks` as one example per sequence."""
     data = load_walks(path)
+    if len(data["lengths"]) == 0:
+        raise InnError(f"{path} holds no walks")
     count = len(data["lengths"]) if max_sequences is None else min(max_sequences, len(data["lengths"]))
     return [{"x": data["x"][i, :n], "y": data["y"][i, :n]} for i, n in enumerate(data["lengths"][:count].tolist())]
 

@@ -2,13 +2,16 @@
 
 Every subcommand is a ``main(argv)`` function in the module that owns the step; this file
 only names them. Errors the user can act on (:class:`inn.errors.InnError`) are printed as one
-``error: ...`` line with exit status 2, never as a traceback.
+``error: ...`` line with exit status 2, never as a traceback. A job stopped by SIGINT (Ctrl-C)
+or SIGTERM (a scheduler, Snakemake) unwinds as a KeyboardInterrupt, so that its temporary files
+are removed, and ends with one ``interrupted`` line and status 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import signal
 import sys
 
 from inn.errors import InnError
@@ -48,12 +51,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     target, _ = COMMANDS[argv[0]]
     module, function = target.split(":")
-    command = getattr(importlib.import_module(module), function)
+    received = [signal.SIGINT]
+
+    def interrupt(signum: int, frame) -> None:
+        received.append(signal.Signals(signum))
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        command(argv[1:])
+        getattr(importlib.import_module(module), function)(argv[1:])  # importing torch takes a while too
     except InnError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # the subcommand may say how to go on
+        note = str(exc) or "rerun the same command to start again"
+        print(f"interrupted ({received[-1].name}): {note}", file=sys.stderr)
+        return 128 + received[-1]
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     return 0
 
 

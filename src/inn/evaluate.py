@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from inn import batches as B
-from inn.errors import InnError
+from inn.errors import InnError, positive_int
 from inn.io import write_json
 from inn.solvers import ConvergenceWarning
 from inn.tables import read_tsv, write_tsv
@@ -201,8 +201,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--history", help="history.tsv of the run (adds its epoch count and times)")
     parser.add_argument("--out", required=True, help="output folder (metrics.json, predictions.tsv)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--max-sequences", type=int, help="score only the first N sequences")
+    parser.add_argument("--threads", type=positive_int)
+    parser.add_argument("--max-sequences", type=positive_int, help="score only the first N sequences")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,16 +1,51 @@
-"""Atomic file output: a reader never sees a half-written file, a crash leaves none behind."""
+"""Atomic file output: a reader never sees a half-written file, a crash leaves none behind.
+
+Also what keeps an output folder sound between runs: :func:`locked_folder` admits one writer
+at a time and checks the folder is writable before any work starts, and
+:func:`remove_stale_temps` clears the temporary files of a writer that was killed (``kill -9``)
+before it could remove them itself.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import glob
 import json
 import os
+import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import torch
+
+from inn.errors import InnError
+
+#: the lock file :func:`locked_folder` holds in a folder
+LOCK_NAME = ".lock"
+#: what to do about a failed write, by its errno
+_WRITE_FIXES = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space (disk quota)",
+    errno.EFBIG: "free some space or raise the file size limit",
+    errno.EACCES: "make the folder writable or choose another",
+    errno.EPERM: "make the folder writable or choose another",
+    errno.EROFS: "choose a folder on a writable file system",
+}
+
+
+def _write_error(target: str | os.PathLike, exc: OSError) -> InnError:
+    """The one line for a failed write of ``target`` (a file or folder): cause and fix."""
+    fix = _WRITE_FIXES.get(exc.errno, "check the folder")
+    return InnError(f"cannot write {target}: {exc.strerror or exc}; {fix}, then rerun")
+
+
+def _temp_affixes(name: str) -> tuple[str, str]:
+    """Prefix and suffix of the temporary files of an atomic write of ``name``."""
+    return f".{name}.", ".tmp"
 
 
 @contextlib.contextmanager
@@ -18,21 +53,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
     The temporary file lives in the same directory, so the final ``os.replace`` is atomic.
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched; a failed
+    write (no space, no permission) becomes an :class:`InnError` naming the file and the cause.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get ordinary permissions
-    tmp_path = Path(tmp)
+    prefix, suffix = _temp_affixes(path.name)
+    tmp_path = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent)
+        tmp_path = Path(tmp)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get ordinary permissions
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        kept = f" (the earlier {path.name} is unchanged)" if path.exists() else ""
+        raise InnError(f"{_write_error(path, exc)}{kept}") from None
     finally:
-        tmp_path.unlink(missing_ok=True)
+        if tmp_path is not None:
+            tmp_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -50,6 +92,73 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` atomically (checkpoints, tensors)."""
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    """``torch.save`` atomically (checkpoints, tensors).
+
+    Through a Python file, so that a full disk surfaces as the file's ``OSError(ENOSPC)``:
+    torch reports a failed write as an ``unexpected pos`` RuntimeError that names no cause
+    (given a path, always; given a file, when closing the archive after the write failed).
+    """
+    with atomic_open(path, "wb") as handle:
+        try:
+            torch.save(obj, handle)
+        except RuntimeError as exc:
+            cause = exc.__context__
+            while cause is not None and not isinstance(cause, OSError):
+                cause = cause.__context__
+            if cause is None:
+                raise
+            raise cause from None
+
+
+def remove_stale_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[Path]:
+    """Remove the temporary files that atomic writes of ``folder/<name>`` left behind when
+    their process was killed before it could clean up; returns them.
+
+    Call it only while holding the folder (:func:`locked_folder`): a live writer's temporary
+    file looks the same.
+    """
+    removed = []
+    for name in names:
+        prefix, suffix = _temp_affixes(name)
+        for tmp in Path(folder).glob(f"{glob.escape(prefix)}*{suffix}"):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+@contextlib.contextmanager
+def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``folder`` (created if missing) as its only writer for the block.
+
+    An exclusive ``flock`` on ``folder/.lock``, which records the holder's process and host;
+    the operating system drops it when the process ends, however it ends, so a crashed run
+    never blocks the next one. Before yielding, the folder is checked writable.
+
+    Raises:
+        InnError: another process holds the folder (naming it), or the folder cannot be
+            created or written (naming the cause).
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise _write_error(folder, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+            raise InnError(f"{folder} is in use by another run ({holder}); wait for it to finish or stop it, "
+                           "or choose another output folder") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            probe, probe_path = tempfile.mkstemp(prefix=".write-test.", dir=folder)
+            os.close(probe)
+            os.unlink(probe_path)
+        except OSError as exc:
+            raise _write_error(folder, exc) from None
+        yield folder
+    finally:
+        os.close(fd)

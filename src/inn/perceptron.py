@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from inn import batches as B
-from inn.errors import InnError
+from inn.errors import InnError, positive_int
 from inn.io import torch_save
 from inn.tables import write_tsv
 
@@ -111,9 +111,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn train-perceptron", description=run.__doc__)
     parser.add_argument("--data", required=True, help="prepared POS folder (results/data/pos/ewt)")
     parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
-    parser.add_argument("--iterations", type=int, default=5, help="training passes (NLTK's default: 5)")
+    parser.add_argument("--iterations", type=positive_int, default=5, help="training passes (NLTK's default: 5)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--max-train", type=int, help="use only the first N training sentences")
+    parser.add_argument("--max-train", type=positive_int, help="use only the first N training sentences")
     parser.add_argument("--scale", help="a label recorded in the metrics (paper, comparison, quick)")
     args = parser.parse_args(argv)
     meta = {"dataset": Path(args.data).name, "scale": args.scale}

@@ -16,12 +16,20 @@ Outputs in ``out_dir``:
   starts included) and ``best.pt``;
   a restarted run resumes from ``last.pt`` and ends exactly where an uninterrupted run
   would (CPU, same seed and threads: every epoch reseeds its own random streams). Both are
-  removed when training finishes.
+  removed when training finishes. A ``last.pt`` that cannot be resumed from (truncated,
+  empty, a ``checkpoint.pt`` copied over it) is set aside as ``last.pt.damaged-<time>``, with
+  a warning, and training starts afresh.
+
+One run at a time per folder: a run holds ``.lock`` in it (:func:`inn.io.locked_folder`),
+checks the folder writable before it reads any data, and removes the temporary files a killed
+save left there.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import itertools
 import json
 import logging
@@ -29,6 +37,8 @@ import math
 import os
 import sys
 import time
+import types
+import typing
 import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -41,8 +51,8 @@ from tqdm import tqdm
 
 from inn import batches as B
 from inn.device import resolve_device
-from inn.errors import InnError
-from inn.io import torch_save
+from inn.errors import InnError, positive_int
+from inn.io import locked_folder, remove_stale_temps, torch_save
 from inn.models import CHECKPOINT_FORMAT, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
@@ -50,6 +60,38 @@ from inn.tables import write_tsv
 log = logging.getLogger(__name__)
 
 LOSS_NORMALISATIONS = ("sentence", "token", "sum")
+#: the files a run writes in its output folder
+OUTPUTS = ("checkpoint.pt", "history.tsv", "last.pt", "best.pt")
+#: what a resumable ``last.pt`` holds beyond a model checkpoint
+RESUME_KEYS = ("optimizer", "train_state")
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    """Whether a setting's JSON ``value`` fits its annotation (an int for a float, not a bool for an int)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_accepts(h, value) for h in typing.get_args(hint))
+    hint = typing.get_origin(hint) or hint
+    if hint in (int, float):
+        return isinstance(value, int if hint is int else (int, float)) and not isinstance(value, bool)
+    return value is None if hint is type(None) else isinstance(value, hint)
+
+
+_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
+               type(None): "null"}
+
+
+def _json_name(hint: Any) -> str:
+    """An annotation as JSON calls it: ``int | None`` -> "an integer or null"."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_json_name(h) for h in typing.get_args(hint))
+    return _JSON_NAMES.get(typing.get_origin(hint) or hint, str(hint))
+
+
+def _check_types(values: dict[str, Any], hints: dict[str, Any], section: str) -> None:
+    """Raise an InnError naming the first setting of ``section`` whose value has the wrong type."""
+    for key, value in values.items():
+        if not _accepts(hints[key], value):
+            raise InnError(f"{section}.{key} must be {_json_name(hints[key])}, not {json.dumps(value)}")
 
 
 @dataclass
@@ -74,10 +116,14 @@ class TrainConfig:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
+        _check_types(asdict(self), typing.get_type_hints(TrainConfig), "training")
         if self.loss not in LOSS_NORMALISATIONS:
             raise InnError(f"training.loss must be one of {', '.join(LOSS_NORMALISATIONS)}, not {self.loss!r}")
-        if self.batch_size < 1 or self.lr <= 0 or self.max_epochs < 1:
-            raise InnError("training: batch_size and max_epochs must be positive and lr > 0")
+        if self.batch_size < 1 or self.lr <= 0 or self.max_epochs < 1 or self.patience < 1:
+            raise InnError("training: batch_size, max_epochs and patience must be positive and lr > 0")
+        for name in ("max_train", "max_dev"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise InnError(f"training.{name} must be at least 1, or null for all sequences")
 
 
 #: model settings a run may give (the rest of ModelConfig comes from the data)
@@ -290,9 +336,7 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def _check_resumable(path: Path, state: dict, settings: dict) -> None:
-    old = state.get("settings")
-    if old is None or state.get("format") != CHECKPOINT_FORMAT:
-        raise InnError(f"{path} is not a resumable inn checkpoint; delete it to start afresh")
+    old = state["settings"]
     differ = [k for k in _differences(old, settings) if k.split(".")[-1] not in RESUMABLE_CHANGES
               or not k.startswith("training.")]
     if differ:
@@ -300,6 +344,61 @@ def _check_resumable(path: Path, state: dict, settings: dict) -> None:
                        "delete it to start afresh, or restore the old settings to resume")
 
 
+def _resume_point(path: Path, device: torch.device, settings: dict) -> dict | None:
+    """The state saved in ``path`` (``last.pt``) to resume from, or None to start afresh.
+
+    ``last.pt`` is a resume aid, not a result: one that cannot be resumed from (unreadable,
+    empty, not an inn resume state, e.g. a ``checkpoint.pt`` copied over it) is set aside
+    as ``last.pt.damaged-<time>``, kept for inspection, with one warning, and training starts
+    afresh. A sound one written by another configuration stops the run (:func:`_check_resumable`).
+    """
+    if not path.is_file():
+        return None
+    saved, problem = None, None
+    try:
+        saved = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # empty, truncated or foreign: torch's first sentence says what
+        words = str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__]
+        problem = "the file is empty" if path.stat().st_size == 0 else f"unreadable: {words[0]}"
+    if problem is None:
+        if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT or "settings" not in saved:
+            problem = f"not a resume state of this inn (format {CHECKPOINT_FORMAT})"
+        elif missing := [key for key in RESUME_KEYS if key not in saved]:
+            problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
+    if problem is None:
+        _check_resumable(path, saved, settings)
+        return saved
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.replace(path, aside)
+    log.warning("cannot resume from %s (%s): set aside as %s, training starts afresh", path, problem, aside.name)
+    return None
+
+
+def _holding_out_dir(function):
+    """Run ``train`` as the only writer of its ``out_dir`` (:func:`inn.io.locked_folder`: a
+    second run stops with a line naming the first, and an unwritable folder is found before any
+    work), after removing the temporary files a killed save of an earlier run left there."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        out_dir = signature.bind(*args, **kwargs).arguments["out_dir"]
+        with locked_folder(out_dir):
+            for tmp in remove_stale_temps(out_dir, OUTPUTS):
+                log.info("removed %s, left by an interrupted save", tmp)
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+def _stop_note(last_path: Path, epoch: int) -> str:
+    """What a run stopped during ``epoch`` leaves behind, said truthfully."""
+    if last_path.is_file():
+        return f"stopped, the last good checkpoint ({last_path}, after epoch {epoch - 1}) is kept"
+    return "stopped before any epoch finished, nothing is saved"
+
+
+@_holding_out_dir
 def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str | os.PathLike,
           cfg: TrainConfig, model_options: dict[str, Any] | None = None, device: str = "auto",
           meta: dict[str, Any] | None = None, stop_after: int | None = None) -> pd.DataFrame:
@@ -320,7 +419,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     Raises:
         InnError: missing data, a checkpoint from another configuration, a non-finite loss
             (the message names epoch and batch; the last good checkpoint is kept), a failed
-            solve in strict mode.
+            solve in strict mode, another run holding ``out_dir``, a failed write.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -349,9 +448,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             if kind == "inn" and cfg.warm_start else None)
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0,
              "prev_perplexity": None, "history": []}
-    if last_path.is_file():
-        saved = torch.load(last_path, map_location=dev_, weights_only=False)
-        _check_resumable(last_path, saved, settings)
+    saved = _resume_point(last_path, dev_, settings)
+    if saved is not None:
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["train_state"]
@@ -404,7 +502,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
 
     history = pd.DataFrame(state["history"])
     if not best_path.is_file():
-        raise InnError(f"{best_path} is missing: cannot finish {out_dir} (delete last.pt to train afresh)")
+        raise InnError(f"{best_path} is missing after {state['epoch']} epoch(s): cannot finish {out_dir}; "
+                       f"move {last_path} aside to train afresh")
     write_tsv(out_dir / "history.tsv", history)
     best = torch.load(best_path, map_location="cpu", weights_only=False)
     best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"],
@@ -461,26 +560,23 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
             try:
                 loss_sum, n, _ = token_losses(model, batch, warm_start)
             except InnError as exc:
-                raise InnError(f"epoch {epoch}, batch {number}: {exc}; stopped, the last good checkpoint "
-                               f"({last_path.name}) is kept") from None
+                raise InnError(f"epoch {epoch}, batch {number}: {exc}; {_stop_note(last_path, epoch)}") from None
             loss = loss_sum / {"sentence": len(index), "token": max(int(n), 1), "sum": 1}[cfg.loss]
             if not torch.isfinite(loss):
-                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; stopped, "
-                               f"the last good checkpoint ({last_path} after epoch {epoch - 1}) is kept; "
-                               "lower training.lr or set training.clip")
+                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; "
+                               f"{_stop_note(last_path, epoch)}; lower training.lr or set training.clip")
             if warm is not None:
                 warm.update(rows, model.rnn.last_solution)
             optimizer.zero_grad(set_to_none=True)
             try:
                 loss.backward()
             except InnError as exc:
-                raise InnError(f"epoch {epoch}, batch {number}: {exc}; stopped, the last good checkpoint "
-                               f"({last_path.name}) is kept") from None
+                raise InnError(f"epoch {epoch}, batch {number}: {exc}; {_stop_note(last_path, epoch)}") from None
             if cfg.clip is not None:
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
                 if not torch.isfinite(norm):
-                    raise InnError(f"gradient norm is {float(norm)} at epoch {epoch}, batch {number}; stopped, "
-                                   f"the last good checkpoint ({last_path}) is kept; lower training.lr")
+                    raise InnError(f"gradient norm is {float(norm)} at epoch {epoch}, batch {number}; "
+                                   f"{_stop_note(last_path, epoch)}; lower training.lr")
             optimizer.step()
             if is_inn:
                 tally.add(model.rnn)
@@ -502,11 +598,28 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
 # --------------------------------------------------------------------------- CLI
 
 
+def _json_settings(text: str, where: str) -> dict:
+    """The settings object in ``text`` (from ``where``), its sections checked to be objects."""
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InnError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(settings, dict):
+        raise InnError(f'{where} must be a JSON object: {{"training": {{...}}, "model": {{...}}, "meta": {{...}}}}')
+    for section in ("training", "model", "meta"):
+        if not isinstance(settings.get(section, {}), dict):
+            raise InnError(f'{where}: "{section}" must be a JSON object, not {json.dumps(settings[section])}')
+    return settings
+
+
 def _settings_from(args) -> tuple[TrainConfig, dict]:
-    settings = json.loads(args.settings) if args.settings else {}
+    settings = _json_settings(args.settings, "--settings") if args.settings else {}
     if args.settings_file:
-        with open(args.settings_file, encoding="utf-8") as handle:
-            settings = {**json.load(handle), **settings}
+        try:
+            text = Path(args.settings_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InnError(f"cannot read --settings-file {args.settings_file}: {exc.strerror or exc}") from None
+        settings = {**_json_settings(text, f"--settings-file {args.settings_file}"), **settings}
     training = settings.get("training", {})
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(training) - known)
@@ -518,6 +631,8 @@ def _settings_from(args) -> tuple[TrainConfig, dict]:
     unknown = sorted(set(model) - MODEL_OPTIONS)
     if unknown:
         raise InnError(f"unknown model setting(s): {', '.join(unknown)} (allowed: {', '.join(sorted(MODEL_OPTIONS))})")
+    # hidden_size null: the model's default (the feature size for the INN on POS)
+    _check_types(model, {**typing.get_type_hints(ModelConfig), "hidden_size": int | None}, "model")
     return TrainConfig(**training), model
 
 
@@ -532,8 +647,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--stop-after", type=int, help="finish at most this many epochs, then exit (resumable)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -541,5 +656,10 @@ def main(argv: list[str]) -> None:
     meta = json.loads(args.settings).get("meta", {}) if args.settings else {}
     meta.setdefault("seed", cfg.seed)
     meta.setdefault("dataset", Path(args.data).name)
-    train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
-          stop_after=args.stop_after)
+    try:
+        train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
+              stop_after=args.stop_after)
+    except KeyboardInterrupt:  # inn.cli reports it in one line, with this note
+        last = Path(args.out) / "last.pt"
+        note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
+        raise KeyboardInterrupt(f"rerun the same command to {note}") from None
