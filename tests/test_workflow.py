@@ -48,7 +48,7 @@ def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
 
 
 def test_missing_corpus_path_is_named(tmp_path, tiny_config):
-    tiny_config["corpora"]["ewt"]["path"] = str(tmp_path / "no-such-ewt")
+    tiny_config["corpora"]["ewt"]["train"] = str(tmp_path / "no-such-ewt/en_ewt-ud-train.conllu")
     result = snakemake("-n", workdir=tmp_path, config=tiny_config)
     assert result.returncode != 0
     assert "no-such-ewt/en_ewt-ud-train.conllu" in result.stdout + result.stderr
