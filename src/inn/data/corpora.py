@@ -227,8 +227,8 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         fileids = treebank.fileids()
     except LookupError:
         raise InnError(
-            "NLTK's treebank sample is not installed: run `python -m nltk.downloader treebank` "
-            "or point NLTK_DATA (or corpora.ptb_sample.nltk_data) at a folder holding corpora/treebank"
+            "NLTK's treebank sample is not installed: run `inn download-treebank --out DIR` and point "
+            "corpora.ptb_sample.nltk_data (or NLTK_DATA) at DIR, a folder holding corpora/treebank"
         ) from None
     splits: dict[str, list[Sentence]] = {}
     for split, (first, last) in SAMPLE_FILES.items():
