@@ -34,6 +34,14 @@ def test_lint():
     assert "Congratulations" in result.stdout + result.stderr
 
 
+def test_snakemake_files_are_snakefmt_clean():
+    """The Snakefile and every .smk file are formatted as snakefmt writes them (pyproject's
+    [tool.snakefmt]); `python -m snakefmt Snakefile workflow` fixes them."""
+    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "Snakefile", "workflow"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_dry_run_of_the_full_config():
     result = snakemake("-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr

@@ -126,8 +126,11 @@ def model_settings(wildcards):
             solver_options["max_iter"] = solver["max_iter"]
         if solver["name"] == "newton_krylov":
             solver_options["krylov_max_iter"] = solver["krylov_max_iter"]
-        options.update(solver=solver["name"], trainable_boundary=solver["trainable_boundary"],
-                       solver_options={**solver_options, **solver["options"]})
+        options.update(
+            solver=solver["name"],
+            trainable_boundary=solver["trainable_boundary"],
+            solver_options={**solver_options, **solver["options"]},
+        )
     elif task == "pos":
         options["hidden_size"] = sizes["baseline_hidden_size"]
     meta = {"scale": config["scale"], "dataset": wildcards.dataset, "seed": int(wildcards.seed)}
@@ -154,8 +157,7 @@ def timed_runs():
     """Every neural model of the timed data sets, first seed (the perceptron has no layer to time)."""
     seed = config["seeds"][0]
     datasets = timed_datasets()
-    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs()
-                   if (t, d) in datasets and m != "perceptron"})
+    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs() if (t, d) in datasets and m != "perceptron"})
 
 
 def benchmarked_runs():

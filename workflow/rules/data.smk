@@ -37,8 +37,7 @@ rule download_treebank:
     conda:
         ENV
     shell:
-        "python -m inn download-treebank --out {params.out} 2> {log}"
-        " || (tail -n 1 {log} >&2; exit 1)"
+        "python -m inn download-treebank --out {params.out} 2> {log} || (tail -n 1 {log} >&2; exit 1)"
 
 
 rule prepare_corpus:
