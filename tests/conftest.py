@@ -38,8 +38,9 @@ def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
     """A workflow config that runs every rule in seconds (tiny data, models and timings)."""
     return {
         "corpora": {
-            "ewt": {"path": str(ewt_dir)},
-            "ptb_sample": {"nltk_data": str(nltk_data)},
+            "ewt": {"format": "conllu", "tags": "xpos",
+                    **{split: str(ewt_dir / f"en_ewt-ud-{split}.conllu") for split in ("train", "dev", "test")}},
+            "ptb_sample": {"format": "nltk_treebank", "nltk_data": str(nltk_data)},
         },
         "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
         "walks": {"b": [1.0, 0.5], "dim": 4, "sizes": {"train": 60, "dev": 20, "test": 20}},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inn.config import validate_config
+from inn.config import pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,8 +35,47 @@ def test_shipped_config_is_valid_and_equals_the_defaults():
     ({"walks": {"sizes": {"trian": 5}}}, r"^config: walks\.sizes\.trian: unknown key"),
     ({"learning_rate": 0.5}, r"^config: learning_rate: unknown key \(allowed: "),
     ({"corpora": {"wsj": {"path": ""}}}, r"^config: corpora\.wsj\.path: '' should be non-empty$"),
+    # a corpus of one's own: its name, format, files and tag column
+    ({"corpora": {"my tb": {"format": "tsv"}}}, r"^config: corpora\.my tb: not a usable name \(letters, digits"),
+    ({"corpora": {"fr": {"format": "conll"}}}, r"^config: corpora\.fr\.format: 'conll' is not one of \['conllu'"),
+    ({"corpora": {"fr": {"train": "a.conllu"}}}, r"^config: corpora\.fr: 'format' is a required property$"),
+    ({"corpora": {"fr": {"format": "conllu", "tags": "upos", "train": "a", "test": "c"}}},
+     r"^config: corpora\.fr: 'dev' is a required property$"),
+    ({"corpora": {"fr": {"format": "conllu", "train": "a", "dev": "b", "test": "c"}}},
+     r"^config: corpora\.fr: 'tags' is a required property$"),
+    ({"corpora": {"fr": {"format": "conllu", "tags": "lemma", "train": "a", "dev": "b", "test": "c"}}},
+     r"^config: corpora\.fr\.tags: 'lemma' is not one of \['xpos', 'upos'\]$"),
+    ({"corpora": {"fr": {"format": "tsv", "tags": "upos", "train": "a", "dev": "b", "test": "c"}}},
+     r"^config: corpora\.fr\.tags: a tsv corpus does not read it \(it reads train, dev, test\)$"),
+    ({"corpora": {"wsj": {"train": "a"}}}, r"^config: corpora\.wsj\.train: a ptb corpus does not read it \(it reads path\)$"),
+    # settings that name something the run does not have
+    ({"timing": {"pos_corpus": "wsj"}},
+     r"^config: timing\.pos_corpus: 'wsj' is not a corpus this run prepares \(ewt, ptb_sample\); name one of them, or null$"),
+    ({"corpora": {"ewt": {"enabled": False}}, "timing": {"pos_corpus": "ewt"}},
+     r"^config: timing\.pos_corpus: 'ewt' is not a corpus this run prepares \(ptb_sample\)"),
+    ({"models": {"walks": {"b": [0.5, 3.0]}}}, r"^config: models\.walks\.b\.1: 3 is not one of walks\.b \(2, 1, 0\.75, 0\.5, 0\.25\)$"),
+    ({"walks": {"b": [2.0, 1.0]}, "timing": {"walk_b": 0.5}},
+     r"^config: timing\.walk_b: 0\.5 is not among the walk biases trained \(2, 1\); name one of them, or null$"),
+    ({"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 1.0}},
+     r"^config: timing\.walk_b: 1 is not among the walk biases trained \(2\)"),
 ])
 def test_schema_rejections_name_the_key(config, message):
     with pytest.raises(InnError, match=message) as info:
         validate_config(config, SCHEMA)
     assert "\n" not in str(info.value)
+
+
+def test_names_and_biases_compare_as_the_run_uses_them():
+    """An integer b matches the float in walks.b; a disabled timing stage checks nothing it names."""
+    config = validate_config({"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 2}}, SCHEMA)
+    assert timed_walk_b(config) == 2.0
+    validate_config({"corpora": {"ewt": {"enabled": False}}, "timing": {"enabled": False, "pos_corpus": "ewt"}}, SCHEMA)
+
+
+def test_which_corpora_a_run_prepares_and_times():
+    own = {"format": "conllu", "tags": "upos", "train": "a", "dev": "b", "test": "c"}
+    config = validate_config({"corpora": {"fr_gsd": own, "ewt": {"enabled": False}}}, SCHEMA)
+    assert pos_corpora(config) == ["fr_gsd", "ptb_sample"]  # config order; WSJ without a path is skipped
+    assert timed_pos_corpus(config) == "fr_gsd" and timed_walk_b(config) == 0.5
+    config = validate_config({"corpora": {"penn": {"format": "ptb", "path": "/ldc"}}, "walks": {"b": [2.0, 1.0]}}, SCHEMA)
+    assert timed_pos_corpus(config) == "penn" and timed_walk_b(config) == 2.0  # a WSJ copy by any name

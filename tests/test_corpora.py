@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from inn.data.corpora import read_conllu, read_ewt, read_ptb, read_tagged, read_treebank_sample, read_wsj, write_tagged
+from inn.data.corpora import read_conllu, read_corpus, read_ewt, read_ptb, read_tagged, read_treebank_sample, read_wsj, write_tagged
 from inn.errors import InnError
 
 
@@ -41,7 +41,7 @@ def test_missing_treebank_names_the_downloader(tmp_path, monkeypatch):
     import nltk
 
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
-    with pytest.raises(InnError, match="nltk.downloader treebank"):
+    with pytest.raises(InnError, match="inn download-treebank"):
         read_treebank_sample(tmp_path)
 
 
@@ -107,7 +107,7 @@ def test_conllu_skips_ranges_and_empty_nodes(tmp_path):
 @pytest.mark.parametrize("bad, message", [
     ("3\tshort\tline\n", r"a\.conllu:7: malformed CoNLL-U line: expected 10 tab-separated fields, found 3"),
     ("x\tw\tw\tX\tFW\t_\t0\troot\t_\t_\n", r"a\.conllu:7: malformed CoNLL-U line"),
-    ("3\tw\tw\tX\t_\t_\t0\troot\t_\t_\n", r"a\.conllu:7: token 'w' has no XPOS tag"),
+    ("3\tw\tw\tX\t_\t_\t0\troot\t_\t_\n", r"a\.conllu:7: token 'w' has no XPOS tag \(read the UPOS column instead: tags: upos\)$"),
 ])
 def test_conllu_malformed_line_names_file_and_line(tmp_path, bad, message):
     path = tmp_path / "a.conllu"
@@ -128,3 +128,37 @@ def test_tagged_round_trip(tmp_path):
     sentences = [[("Hello", "UH"), ("world", "NN")], [("!", ".")]]
     write_tagged(tmp_path / "s.tsv", sentences)
     assert read_tagged(tmp_path / "s.tsv") == sentences
+
+
+def test_a_byte_order_mark_is_not_part_of_line_one(tmp_path):
+    """Editors on Windows save UTF-8 with a BOM; line 1 is still the comment it looks like."""
+    conllu, tagged = tmp_path / "bom.conllu", tmp_path / "bom.tsv"
+    conllu.write_bytes(b"\xef\xbb\xbf" + GOOD.encode("utf-8"))
+    tagged.write_bytes("\ufeffÉcole\tNOUN\n.\tPUNCT\n\n".encode("utf-8"))
+    assert read_conllu(conllu) == [[("do", "VBP"), ("n't", "RB")]]
+    assert read_tagged(tagged) == [[("École", "NOUN"), (".", "PUNCT")]]
+
+
+def test_read_corpus_by_format(tmp_path):
+    """A CoNLL-U corpus with UPOS tags and a word<TAB>tag corpus, files named freely."""
+    files = {}
+    for i, split in enumerate(("train", "dev", "test")):
+        files[split] = tmp_path / f"part{i}.txt"
+        files[split].write_text(GOOD * (i + 1))
+    upos = read_corpus("conllu", {"tags": "upos", **files})
+    assert {split: len(s) for split, s in upos.items()} == {"train": 1, "dev": 2, "test": 3}
+    assert upos["train"] == [[("do", "AUX"), ("n't", "PART")]]
+    for split, sentences in upos.items():
+        write_tagged(files[split], sentences)
+    assert read_corpus("tsv", files) == upos
+    with pytest.raises(InnError, match=r"^unknown corpus format 'conll'"):
+        read_corpus("conll", files)
+    files["dev"].write_text("\n\n")
+    with pytest.raises(InnError, match="the dev split of this tsv corpus is empty"):
+        read_corpus("tsv", files)
+
+
+def test_tagged_line_without_a_tag_names_file_and_line(tmp_path):
+    (tmp_path / "t.tsv").write_text("a\tDT\n\nword-without-tag\n")
+    with pytest.raises(InnError, match=r"t\.tsv:3: expected 'word<TAB>tag', found 'word-without-tag'"):
+        read_tagged(tmp_path / "t.tsv")

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_prepare_pos_writes_splits_features_and_summary(tmp_path, nltk_data):
     out = tmp_path / "ptb"
-    status = main(["prepare-pos", "--corpus", "ptb_sample", "--kind", "nltk_treebank",
+    status = main(["prepare-pos", "--corpus", "ptb_sample", "--format", "nltk_treebank",
                    "--nltk-data", str(nltk_data), "--out", str(out), "--max-words", "1000"])
     assert status == 0
     assert len(read_tagged(out / "dev.tsv")) == 433
@@ -38,8 +38,9 @@ def test_malformed_corpus_gives_one_line_and_no_outputs(tmp_path, ewt_dir):
         handle.write("1\tbroken line\n\n")
     lines = (corpus / "en_ewt-ud-test.conllu").read_text().count("\n")
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "inn", "prepare-pos", "--corpus", "ewt", "--kind", "conllu",
-                             "--path", str(corpus), "--out", str(out)],
+    files = [f"--{split}={corpus}/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")]
+    result = subprocess.run([sys.executable, "-m", "inn", "prepare-pos", "--corpus", "ewt", "--format", "conllu",
+                             *files, "--out", str(out)],
                             capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "src")})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (

@@ -189,7 +189,7 @@ def test_a_failing_job_fails_the_run(cluster, tmp_path, tiny_config):
     broken.mkdir()
     for split in ("train", "dev", "test"):
         (broken / f"en_ewt-ud-{split}.conllu").write_text("not CoNLL-U\n")
-    tiny_config["corpora"]["ewt"]["path"] = str(broken)
+    tiny_config["corpora"]["ewt"].update({split: str(broken / f"en_ewt-ud-{split}.conllu") for split in ("train", "dev", "test")})
     tiny_config["corpora"]["ptb_sample"]["enabled"] = False
     tiny_config["walks"]["b"] = [1.0]
 

@@ -8,7 +8,11 @@ import json
 import pandas as pd
 import pytest
 
+from inn.data.corpora import EWT_FILES
 from test_workflow import snakemake
+
+UPOS = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+        "SCONJ", "SYM", "VERB", "X"}
 
 
 def test_training_rules_in_the_full_dry_run():
@@ -24,12 +28,37 @@ def test_comparison_preset_is_valid():
     assert "train_model" in result.stdout + result.stderr
 
 
+def _blank_xpos(line: str) -> str:
+    fields = line.split("\t")
+    return "\t".join(fields[:4] + ["_"] + fields[5:]) if len(fields) == 10 else line
+
+
+def user_treebank(folder, ewt_dir, sentences=(120, 40, 40)):
+    """A treebank of one's own: slices of EWT under other file names, UPOS tags only (the XPOS
+    column blanked, so reading it would fail)."""
+    folder.mkdir()
+    files = {}
+    for (split, name), count in zip(EWT_FILES.items(), sentences):
+        blocks = (ewt_dir / name).read_text(encoding="utf-8").split("\n\n")[:count]
+        files[split] = folder / f"part-{split[:2]}.txt"
+        files[split].write_text("\n\n".join("\n".join(_blank_xpos(line) for line in block.splitlines())
+                                            for block in blocks) + "\n\n", encoding="utf-8")
+    return {"format": "conllu", "tags": "upos", **{split: str(path) for split, path in files.items()}}
+
+
 @pytest.mark.workflow
-def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config):
+def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
+    """The whole workflow on a user's corpus (its own name, file names and UPOS tags) in place of
+    the free corpora, up to the report."""
     config = tiny_workflow_config
+    config["corpora"] = {"ewt": {"enabled": False}, "ptb_sample": {"enabled": False},
+                         "my_tb": user_treebank(tmp_path / "treebank", ewt_dir)}
     result = snakemake(workdir=tmp_path, config=config)
     assert result.returncode == 0, result.stderr[-3000:]
-    runs = [("pos", "ptb_sample", m) for m in ("inn", "bilstm", "perceptron")]
+    data = pd.read_csv(tmp_path / "results/tables/data_pos.tsv", sep="\t")
+    assert data.set_index("split").loc[:, ["corpus", "sentences"]].to_dict("list") == {
+        "corpus": ["my_tb"] * 3, "sentences": [120, 40, 40]}
+    runs = [("pos", "my_tb", m) for m in ("inn", "bilstm", "perceptron")]
     runs += [("walks", "b0.5", m) for m in ("inn", "bilstm-h4")]
     for task, dataset, model in runs:
         run = f"{task}/{dataset}/{model}/seed1"
@@ -45,16 +74,18 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config):
         log = f"{task}/{dataset}/seed1" if model == "perceptron" else run
         assert (tmp_path / "logs" / rule / f"{log}.log").is_file()
         assert (tmp_path / "benchmarks" / rule / f"{log}.tsv").is_file()
-    inn = pd.read_csv(tmp_path / "results/train/pos/ptb_sample/inn/seed1/history.tsv", sep="\t")
+    inn = pd.read_csv(tmp_path / "results/train/pos/my_tb/inn/seed1/history.tsv", sep="\t")
     assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(inn.columns)
-    metrics = json.loads((tmp_path / "results/eval/pos/ptb_sample/inn/seed1/metrics.json").read_text())
+    metrics = json.loads((tmp_path / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
     assert metrics["hidden_size"] == 48 and metrics["training"]["max_train"] == 30  # INN k = feature size
     # The default target is the report: tables, timing and benchmark filled from these runs.
     tables = tmp_path / "results/tables"
     table2 = pd.read_csv(tables / "table2.tsv", sep="\t")
     ours = table2[table2.run == "ours"].set_index("model")
-    assert list(ours.index) == ["bilstm", "inn", "perceptron"]
-    inn = json.loads((tmp_path / "results/eval/pos/ptb_sample/inn/seed1/metrics.json").read_text())
+    assert list(ours.index) == ["bilstm", "inn", "perceptron"] and set(ours.corpus) == {"my_tb"}
+    predicted = pd.read_csv(tmp_path / "results/eval/pos/my_tb/inn/seed1/predictions.tsv", sep="\t")
+    assert set(predicted.gold) | set(predicted.predicted) <= UPOS  # universal tags, not PTB's
+    inn = json.loads((tmp_path / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
     assert ours.loc["inn", "accuracy"] == pytest.approx(inn["accuracy"], rel=1e-5)  # TSVs keep 6 digits
     table1 = pd.read_csv(tables / "table1.tsv", sep="\t")
     assert table1.b.tolist() == [0.5] and table1.bilstm_best_size.tolist() == [4]
@@ -66,6 +97,7 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config):
     assert "Reduced scale" in html and "Implicit-layer benchmark" in html
     parsed = pd.read_html(io.StringIO(html), attrs={"id": "table2"})[0]
     assert pd.to_numeric(parsed["accuracy"].iloc[:3]).tolist() == pytest.approx(ours.accuracy.round(2).tolist())
+    assert parsed["corpus"].iloc[:3].tolist() == ["my_tb"] * 3
 
 
 @pytest.mark.workflow

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from inn import batches as B
+from inn.data.corpora import EWT_FILES
 from inn.data.prepare import prepare_pos
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
@@ -22,10 +23,15 @@ TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  
 INN_FAST = {"solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
 
 
+def ewt_files(ewt_dir):
+    """A conllu corpus source: EWT's three files, XPOS tags."""
+    return {"tags": "xpos", **{split: str(ewt_dir / name) for split, name in EWT_FILES.items()}}
+
+
 @pytest.fixture(scope="session")
 def pos_dir(tmp_path_factory, ewt_dir):
     out = tmp_path_factory.mktemp("pos") / "ewt"
-    prepare_pos("conllu", {"path": str(ewt_dir)}, out, "ewt", **TINY_FEATURES)
+    prepare_pos("conllu", ewt_files(ewt_dir), out, "ewt", **TINY_FEATURES)
     return out
 
 
@@ -231,7 +237,7 @@ def test_evaluate_a_trained_tagger(tmp_path, pos_dir):
 def test_evaluation_refuses_other_vocabularies(tmp_path, pos_dir, ewt_dir):
     train("pos", pos_dir, "gru", tmp_path / "run", _cfg(max_epochs=1), {"hidden_size": 8}, device="cpu")
     other = tmp_path / "other"
-    prepare_pos("conllu", {"path": str(ewt_dir)}, other, "ewt", **{**TINY_FEATURES, "max_words": 100})
+    prepare_pos("conllu", ewt_files(ewt_dir), other, "ewt", **{**TINY_FEATURES, "max_words": 100})
     with pytest.raises(InnError, match="trained with other feature vocabularies than the prepared data"):
         evaluate_checkpoint(tmp_path / "run" / "checkpoint.pt", other, "test", device="cpu")
 

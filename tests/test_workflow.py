@@ -34,6 +34,14 @@ def test_lint():
     assert "Congratulations" in result.stdout + result.stderr
 
 
+def test_snakemake_files_are_snakefmt_clean():
+    """The Snakefile and every .smk file are formatted as snakefmt writes them (pyproject's
+    [tool.snakefmt]); `python -m snakefmt Snakefile workflow` fixes them."""
+    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "Snakefile", "workflow"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_dry_run_of_the_full_config():
     result = snakemake("-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr
@@ -48,7 +56,7 @@ def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
 
 
 def test_missing_corpus_path_is_named(tmp_path, tiny_config):
-    tiny_config["corpora"]["ewt"]["path"] = str(tmp_path / "no-such-ewt")
+    tiny_config["corpora"]["ewt"]["train"] = str(tmp_path / "no-such-ewt/en_ewt-ud-train.conllu")
     result = snakemake("-n", workdir=tmp_path, config=tiny_config)
     assert result.returncode != 0
     assert "no-such-ewt/en_ewt-ud-train.conllu" in result.stdout + result.stderr

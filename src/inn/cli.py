@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
     "walk-floor": ("inn.data.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
+    "download-treebank": ("inn.data.download:treebank_main", "download NLTK's Penn Treebank sample"),
     "train": ("inn.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "train-perceptron": ("inn.perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),

@@ -2,7 +2,13 @@
 
 The schema (``workflow/schemas/config.schema.yaml``) is the one description of every key. A
 config that breaks it fails with one line naming the key, e.g.
-``config: walks.dim: -1 is less than the minimum of 1``.
+``config: walks.dim: -1 is less than the minimum of 1``. What a schema cannot say is checked
+after it (:func:`check_config`): keys that a corpus's format does not read, and settings that
+name something the run does not have (a timed corpus or walk set, a walk bias), which would
+otherwise drop results without a word.
+
+:func:`pos_corpora` and :func:`timed_pos_corpus` say which corpora a validated config prepares
+and times; the workflow and the report ask them.
 """
 
 from __future__ import annotations
@@ -30,8 +36,19 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
+#: The keys each corpus format reads, beside ``enabled`` and ``format``.
+FORMAT_KEYS = {
+    "conllu": ("train", "dev", "test", "tags"),
+    "tsv": ("train", "dev", "test"),
+    "ptb": ("path",),
+    "nltk_treebank": ("nltk_data",),
+}
+
+
 def _where(error: jsonschema.ValidationError) -> str:
     path = ".".join(str(p) for p in error.absolute_path)
+    if "propertyNames" in error.relative_schema_path:
+        return f"{path}.{error.instance}: not a usable name ({error.schema.get('description', error.message)})"
     if error.validator == "additionalProperties":
         # jsonschema names the unknown key only in the message; put it in the path.
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -59,4 +76,68 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
         raise InnError(f"config: {_where(error)}")
+    check_config(config)
     return config
+
+
+def pos_corpora(config: Mapping) -> list[str]:
+    """The POS corpora a validated config prepares, in config order: every enabled corpus, but
+    a Penn Treebank (``ptb``) copy only when its ``path`` is given."""
+    return [name for name, corpus in config["corpora"].items()
+            if corpus["enabled"] and (corpus["format"] != "ptb" or corpus.get("path"))]
+
+
+def timed_pos_corpus(config: Mapping) -> str | None:
+    """The POS corpus whose models the timing stage measures: ``timing.pos_corpus``, else the
+    first Penn Treebank copy given (the paper timed WSJ), else the first corpus; None: none."""
+    names = pos_corpora(config)
+    if config["timing"]["pos_corpus"] is not None:
+        return config["timing"]["pos_corpus"]
+    ptb = [name for name in names if config["corpora"][name]["format"] == "ptb"]
+    return (ptb or names or [None])[0]
+
+
+def walk_biases_trained(config: Mapping) -> list[float]:
+    """The walk biases b whose walks the models learn: ``models.walks.b``, else every ``walks.b``
+    (none when ``models.walks.run`` is empty)."""
+    if not config["models"]["walks"]["run"]:
+        return []
+    return [float(b) for b in config["models"]["walks"]["b"] or config["walks"]["b"]]
+
+
+def timed_walk_b(config: Mapping) -> float | None:
+    """The walk set whose models the timing stage measures: ``timing.walk_b``, else 0.5 (the
+    paper's) when trained, else the first bias trained; None: no walks are learnt."""
+    if config["timing"]["walk_b"] is not None:
+        return float(config["timing"]["walk_b"])
+    trained = walk_biases_trained(config)
+    return 0.5 if 0.5 in trained else (trained or [None])[0]
+
+
+def check_config(config: Mapping) -> None:
+    """What the schema cannot say, checked on a schema-valid config with its defaults.
+
+    Raises:
+        InnError: a corpus key its format does not read, or a setting that names a corpus,
+            walk set or bias the run does not have (one line naming the key).
+    """
+    for name, corpus in config["corpora"].items():
+        allowed = FORMAT_KEYS[corpus["format"]]
+        for key in corpus:
+            if key not in ("enabled", "format", *allowed):
+                raise InnError(f"config: corpora.{name}.{key}: a {corpus['format']} corpus does not read it "
+                               f"(it reads {', '.join(allowed)})")
+    corpora = pos_corpora(config)
+    timing = config["timing"]
+    if timing["enabled"] and timing["pos_corpus"] is not None and timing["pos_corpus"] not in corpora:
+        raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is not a corpus this run prepares "
+                       f"({', '.join(corpora) or 'none'}); name one of them, or null")
+    biases = [float(b) for b in config["walks"]["b"]]
+    learnt = config["models"]["walks"]["b"]
+    for i, b in enumerate(learnt or []):
+        if float(b) not in biases:
+            raise InnError(f"config: models.walks.b.{i}: {b:g} is not one of walks.b ({', '.join(f'{x:g}' for x in biases)})")
+    trained = walk_biases_trained(config)
+    if timing["enabled"] and timing["walk_b"] is not None and float(timing["walk_b"]) not in trained:
+        raise InnError(f"config: timing.walk_b: {timing['walk_b']:g} is not among the walk biases trained "
+                       f"({', '.join(f'{x:g}' for x in trained) or 'none'}); name one of them, or null")

@@ -227,30 +227,31 @@ def checkpoint_payload(model: SequenceLabeler, meta: dict[str, Any]) -> dict[str
             "state_dict": model.state_dict(), "meta": meta}
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
-    """Load a trained model for evaluation or timing: ``(model in eval mode, meta)``.
-
-    For a perceptron checkpoint (:mod:`inn.perceptron`) the model is a ``PerceptronPeer``.
-
-    ``meta`` holds the task, dataset, model name, seed, training settings and the epoch
-    the weights come from.
+def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Any:
+    """The stored object of a checkpoint file (either kind; :mod:`inn.checkpoints` tells them apart).
 
     Raises:
-        InnError: the file is missing, not an ``inn`` checkpoint, or its weights do not fit
-            its configuration.
+        InnError: the file is missing or cannot be read (truncated, not a torch file).
     """
     if not os.path.isfile(path):
         raise InnError(f"checkpoint not found: {path} (train the model first)")
     try:
-        payload = torch.load(path, map_location=device, weights_only=False)
+        return torch.load(path, map_location=device, weights_only=False)
     except Exception as exc:  # a truncated or foreign file
         raise InnError(f"cannot read checkpoint {path}: {exc}") from None
-    if isinstance(payload, dict) and "perceptron" in payload:  # the classical peer (inn.perceptron)
-        from inn.perceptron import PerceptronPeer
 
-        return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
+
+def model_from_payload(payload: Any, path: str | os.PathLike,
+                       device: str | torch.device = "cpu") -> tuple[SequenceLabeler, dict]:
+    """Build the model a neural checkpoint's ``payload`` describes: ``(model in eval mode, meta)``.
+
+    Raises:
+        InnError: ``payload`` is not a neural ``inn`` checkpoint, or its weights do not fit its
+            configuration.
+    """
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT or "model_config" not in payload:
-        raise InnError(f"{path} is not an inn model checkpoint (format {CHECKPOINT_FORMAT})")
+        raise InnError(f"{path} is not an inn model checkpoint (format {CHECKPOINT_FORMAT}); "
+                       "inn.checkpoints.load_checkpoint loads the perceptron's too")
     cfg = ModelConfig(**payload["model_config"])
     model = build_model(cfg)
     try:
@@ -259,3 +260,16 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         first = str(exc).strip().splitlines()[-1].strip()
         raise InnError(f"{path}: weights do not match the model configuration it names ({first})") from None
     return model.to(device).eval(), payload.get("meta", {})
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[SequenceLabeler, dict]:
+    """Load a trained neural model for evaluation or timing: ``(model in eval mode, meta)``.
+
+    ``meta`` holds the task, dataset, model name, seed, training settings and the epoch
+    the weights come from. (:func:`inn.checkpoints.load_checkpoint` also loads the perceptron's.)
+
+    Raises:
+        InnError: the file is missing, not a neural ``inn`` checkpoint, or its weights do not
+            fit its configuration.
+    """
+    return model_from_payload(read_checkpoint(path, device), path, device)

@@ -3,7 +3,7 @@
 It is what a user would pick instead of a neural tagger (SPEC: 93.4% on EWT test when
 trained on EWT train). It is trained by ``inn train-perceptron`` into the same output layout
 as the neural models (``checkpoint.pt``, a one-row ``history.tsv``) and scored by
-``inn evaluate`` with the same code (:func:`inn.evaluate.score_pos`).
+``inn evaluate`` with the same code (:func:`inn.scoring.score_pos`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pandas as pd
 from inn import batches as B
 from inn.errors import InnError, positive_int
 from inn.io import torch_save
+from inn.scoring import score_pos
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,6 @@ def save(peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any]) ->
 def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int = 5, seed: int = 1,
         max_train: int | None = None, meta: dict[str, Any] | None = None) -> pd.DataFrame:
     """Train on ``data_dir``/train.tsv, score dev, write ``checkpoint.pt`` and ``history.tsv``."""
-    from inn.evaluate import score_pos
-
     out_dir = Path(out_dir)
     features = B.load_features(data_dir)
     train = B.read_split(data_dir, "train")[:max_train]

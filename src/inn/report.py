@@ -31,7 +31,7 @@ import yaml  # noqa: E402
 
 from inn import paper  # noqa: E402
 from inn.collect import run_key  # noqa: E402
-from inn.config import validate_config  # noqa: E402
+from inn.config import pos_corpora, validate_config  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
@@ -307,7 +307,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         scale=config.get("scale", ""),
         differences=scale_differences(config, schema),
-        wsj_given=bool(config.get("corpora", {}).get("wsj", {}).get("path")),
+        wsj_given=any(config["corpora"][name]["format"] == "ptb" for name in pos_corpora(config)),
         table1=table1,
         table1_figure=table1_figure(table1),
         table2=table2,

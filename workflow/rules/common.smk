@@ -3,6 +3,8 @@ import sys
 from pathlib import Path
 
 import json
+import re
+import shlex
 
 from snakemake.exceptions import WorkflowError
 
@@ -12,7 +14,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
-from inn.config import validate_config
+from inn.config import pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
 
 try:
@@ -22,17 +24,15 @@ except InnError as exc:
 
 ENV = "../envs/inn.yaml"
 SPLITS = ["train", "dev", "test"]
-#: How each corpus the config may name is read (inn.data.corpora.READERS).
-CORPUS_KINDS = {"ewt": "conllu", "ptb_sample": "nltk_treebank", "wsj": "ptb"}
+#: The free corpora's default locations: files missing there are downloaded (data.smk).
 EWT_DEFAULT = "resources/ud-english-ewt"
 NLTK_DEFAULT = "resources/nltk_data"
 
 
 def pos_corpora():
-    """The POS corpora this run prepares: enabled free corpora, and WSJ when a path is given."""
-    corpora = config["corpora"]
-    names = [name for name in ("ewt", "ptb_sample") if corpora[name]["enabled"]]
-    return names + (["wsj"] if corpora["wsj"]["path"] else [])
+    """The POS corpora this run prepares (inn.config.pos_corpora): every enabled corpus, a
+    Penn Treebank copy only when its path is given."""
+    return configured_corpora(config)
 
 
 def walk_biases():
@@ -41,11 +41,11 @@ def walk_biases():
 
 
 def corpus_source(wildcards):
-    """Input files of a corpus: its CoNLL-U files, NLTK's treebank archive, or the LDC root."""
+    """Input files of a corpus: its split files, NLTK's treebank archive, or the LDC root."""
     corpus = config["corpora"][wildcards.corpus]
-    if wildcards.corpus == "ewt":
-        return [f"{corpus['path']}/en_ewt-ud-{split}.conllu" for split in SPLITS]
-    if wildcards.corpus == "ptb_sample":
+    if corpus["format"] in ("conllu", "tsv"):
+        return [corpus[split] for split in SPLITS]
+    if corpus["format"] == "nltk_treebank":
         nltk_data = corpus["nltk_data"]
         if nltk_data is None:
             return []
@@ -54,12 +54,19 @@ def corpus_source(wildcards):
     return [corpus["path"]]
 
 
-def corpus_args(wildcards):
-    """The prepare-pos arguments that say where a corpus lives."""
+def corpus_args(wildcards, input):
+    """The prepare-pos arguments that say what a corpus is and where it lives."""
     corpus = config["corpora"][wildcards.corpus]
-    if wildcards.corpus == "ptb_sample":
-        return f"--nltk-data {corpus['nltk_data']}" if corpus["nltk_data"] else ""
-    return f"--path {corpus['path']}"
+    args = [f"--format {corpus['format']}"]
+    if corpus["format"] in ("conllu", "tsv"):
+        args += [f"--{split} {shlex.quote(path)}" for split, path in zip(SPLITS, input)]
+    if corpus["format"] == "conllu":
+        args.append(f"--tags {corpus['tags']}")
+    if corpus["format"] == "ptb":
+        args.append(f"--path {shlex.quote(corpus['path'])}")
+    if corpus["format"] == "nltk_treebank" and corpus["nltk_data"]:
+        args.append(f"--nltk-data {shlex.quote(corpus['nltk_data'])}")
+    return " ".join(args)
 
 
 # --------------------------------------------------------------------------- training runs
@@ -124,8 +131,11 @@ def model_settings(wildcards):
             solver_options["max_iter"] = solver["max_iter"]
         if solver["name"] == "newton_krylov":
             solver_options["krylov_max_iter"] = solver["krylov_max_iter"]
-        options.update(solver=solver["name"], trainable_boundary=solver["trainable_boundary"],
-                       solver_options={**solver_options, **solver["options"]})
+        options.update(
+            solver=solver["name"],
+            trainable_boundary=solver["trainable_boundary"],
+            solver_options={**solver_options, **solver["options"]},
+        )
     elif task == "pos":
         options["hidden_size"] = sizes["baseline_hidden_size"]
     meta = {"scale": config["scale"], "dataset": wildcards.dataset, "seed": int(wildcards.seed)}
@@ -141,12 +151,10 @@ def gpus(wildcards):
 
 def timed_datasets():
     """(task, dataset) whose trained models the timing stage measures."""
-    timing = config["timing"]
-    if not timing["enabled"]:
+    if not config["timing"]["enabled"]:
         return []
-    corpora = pos_corpora()
-    pos = timing["pos_corpus"] or ("wsj" if "wsj" in corpora else (corpora[0] if corpora else None))
-    wanted = {("pos", pos), ("walks", f"b{timing['walk_b']:g}")}
+    walk_b = timed_walk_b(config)
+    wanted = {("pos", timed_pos_corpus(config)), ("walks", None if walk_b is None else f"b{walk_b:g}")}
     return sorted({(t, d) for t, d, _, _ in training_runs() if (t, d) in wanted})
 
 
@@ -154,8 +162,7 @@ def timed_runs():
     """Every neural model of the timed data sets, first seed (the perceptron has no layer to time)."""
     seed = config["seeds"][0]
     datasets = timed_datasets()
-    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs()
-                   if (t, d) in datasets and m != "perceptron"})
+    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs() if (t, d) in datasets and m != "perceptron"})
 
 
 def benchmarked_runs():

@@ -35,9 +35,7 @@ rule render_report:
         data=rules.summarize_data.output,
         histories=run_files(f"results/train/{RUN}/history.tsv", training_runs()),
         timing=rules.fit_timing.output if config["timing"]["enabled"] else [],
-        benchmarks=run_files(
-            "results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv", benchmarked_runs()
-        ),
+        benchmarks=run_files("results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv", benchmarked_runs()),
     output:
         report("results/report/index.html", category="Report", caption="../report/report.rst"),
     log:

@@ -2,6 +2,7 @@
 # (resumable: a restarted job continues from the last.pt beside its outputs) and scored on the
 # test split by `inn evaluate`; NLTK's averaged perceptron is trained as the POS peer.
 
+
 rule train_model:
     input:
         data_files(["train", "dev"]),
@@ -49,9 +50,7 @@ rule train_perceptron:
         out=lambda wildcards, output: Path(output.checkpoint).parent,
         iterations=config["models"]["pos"]["perceptron_iterations"],
         max_train=lambda wildcards: (
-            f"--max-train {config['training']['pos']['max_train']}"
-            if config["training"]["pos"]["max_train"]
-            else ""
+            f"--max-train {config['training']['pos']['max_train']}" if config["training"]["pos"]["max_train"] else ""
         ),
         scale=config["scale"],
     resources:

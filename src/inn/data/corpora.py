@@ -1,6 +1,6 @@
 """Part-of-speech corpora in one normalised form: a list of sentences of ``(word, tag)``.
 
-Three sources, one shape:
+Four formats, one shape:
 
 - :func:`read_ptb`: the WSJ part of an LDC Penn Treebank 3 copy (licensed, never shipped),
   by section; trace tokens (tag ``-NONE-``) removed.
@@ -9,10 +9,11 @@ Three sources, one shape:
 - :func:`read_conllu`: a CoNLL-U file (UD English EWT carries PTB tags in its XPOS column),
   parsed line by line with the ``conllu`` package; multiword-token ranges and empty nodes are
   skipped because they are not surface tokens of the tagging task.
+- :func:`read_tagged`: two tab-separated columns, ``word<TAB>tag``, a blank line between
+  sentences (also the form :func:`write_tagged` stores prepared splits in).
 
-:func:`read_corpus` dispatches on the corpus kind the workflow's config names, and
-:func:`write_tagged` / :func:`read_tagged` store a split as two tab-separated columns with a
-blank line between sentences.
+:func:`read_corpus` dispatches on the corpus format the workflow's config names. Text files
+are read as UTF-8 with or without a byte-order mark.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _drop_traces(tagged: Iterable[tuple[str, str]]) -> Sentence:
 def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
     """The blank-line-separated blocks of a text file, as (line number, line) pairs."""
     block: list[tuple[int, str]] = []
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:  # a leading BOM is not part of line 1
         for lineno, raw in enumerate(handle, start=1):
             line = raw.rstrip("\r\n")
             if line.strip():
@@ -109,7 +110,9 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
                 continue  # a multiword range (1-2) or an empty node (1.1): no surface token
             tag = token[column]
             if tag in (None, "_"):
-                raise InnError(f"{where}: token {token['form']!r} has no {column.upper()} tag")
+                other = "upos" if column == "xpos" else "xpos"
+                raise InnError(f"{where}: token {token['form']!r} has no {column.upper()} tag "
+                               f"(read the {other.upper()} column instead: tags: {other})")
             sentence.append((token["form"], tag))
         if sentence:
             sentences.append(sentence)
@@ -124,7 +127,7 @@ def read_ewt(root: str | os.PathLike) -> dict[str, list[Sentence]]:
     if not root.is_dir():
         raise InnError(
             f"UD English EWT folder not found: {root} "
-            "(set corpora.ewt.path in the config, or null to download the pinned release)"
+            "(the workflow reads the files that corpora.ewt.train, .dev and .test name)"
         )
     return {split: read_conllu(root / name) for split, name in EWT_FILES.items()}
 
@@ -224,8 +227,8 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         fileids = treebank.fileids()
     except LookupError:
         raise InnError(
-            "NLTK's treebank sample is not installed: run `python -m nltk.downloader treebank` "
-            "or point NLTK_DATA (or corpora.ptb_sample.nltk_data) at a folder holding corpora/treebank"
+            "NLTK's treebank sample is not installed: run `inn download-treebank --out DIR` and point "
+            "corpora.ptb_sample.nltk_data (or NLTK_DATA) at DIR, a folder holding corpora/treebank"
         ) from None
     splits: dict[str, list[Sentence]] = {}
     for split, (first, last) in SAMPLE_FILES.items():
@@ -234,26 +237,29 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
     return splits
 
 
-#: Corpus kinds the config may name, and how each is read.
+#: Corpus formats the config may name, and how each is read from its ``source`` (the corpus's
+#: config entry: ``train``/``dev``/``test`` files and ``tags`` for the two file formats, the
+#: LDC root ``path`` for ``ptb``, the ``nltk_data`` folder for ``nltk_treebank``).
 READERS = {
-    "conllu": lambda source: read_ewt(source["path"]),
+    "conllu": lambda source: {split: read_conllu(source[split], source.get("tags", "xpos")) for split in SPLITS},
+    "tsv": lambda source: {split: read_tagged(source[split]) for split in SPLITS},
     "ptb": lambda source: read_wsj(source["path"]),
     "nltk_treebank": lambda source: read_treebank_sample(source.get("nltk_data")),
 }
 
 
-def read_corpus(kind: str, source: dict) -> dict[str, list[Sentence]]:
-    """Read every split of a corpus of ``kind`` (a key of :data:`READERS`).
+def read_corpus(format: str, source: dict) -> dict[str, list[Sentence]]:
+    """Read every split of a corpus of ``format`` (a key of :data:`READERS`).
 
     Raises:
-        InnError: unknown kind, unreadable corpus, or an empty split.
+        InnError: unknown format, unreadable corpus, or an empty split.
     """
-    if kind not in READERS:
-        raise InnError(f"unknown corpus kind {kind!r}; choose one of {sorted(READERS)}")
-    splits = READERS[kind](source)
+    if format not in READERS:
+        raise InnError(f"unknown corpus format {format!r}; choose one of {sorted(READERS)}")
+    splits = READERS[format](source)
     for split in SPLITS:
         if not splits.get(split):
-            raise InnError(f"the {split} split of this {kind} corpus is empty ({source})")
+            raise InnError(f"the {split} split of this {format} corpus is empty ({source})")
     return splits
 
 
@@ -272,7 +278,7 @@ def write_tagged(path: str | os.PathLike, sentences: Iterable[Sentence]) -> None
 
 
 def read_tagged(path: str | os.PathLike) -> list[Sentence]:
-    """Read a split written by :func:`write_tagged`."""
+    """Read ``word<TAB>tag`` lines, a blank line between sentences (as :func:`write_tagged` writes)."""
     path = Path(path)
     if not path.is_file():
         raise InnError(f"tagged corpus file not found: {path}")

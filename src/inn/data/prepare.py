@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inn.data.corpora import SPLITS, Sentence, read_corpus, write_tagged
+from inn.data.corpora import READERS, SPLITS, Sentence, read_corpus, write_tagged
 from inn.data.features import FeatureExtractor
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.tables import write_tsv
@@ -38,14 +38,15 @@ def summarize_pos(corpus: str, splits: dict[str, list[Sentence]], features: Feat
     return pd.DataFrame(rows)
 
 
-def prepare_pos(kind: str, source: dict, out: str | Path, corpus: str, **sizes: int) -> None:
+def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes: int) -> None:
     """Read a corpus, fit the feature vocabularies on its train split, write everything to ``out``.
 
-    Writes ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json`` and
+    ``format`` and ``source`` are as :func:`inn.data.corpora.read_corpus` takes them. Writes
+    ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json`` and
     ``summary.tsv`` under ``out``.
     """
     out = Path(out)
-    splits = read_corpus(kind, source)
+    splits = read_corpus(format, source)
     features = FeatureExtractor(**sizes).fit(splits["train"])
     summary = summarize_pos(corpus, splits, features)
     for split in SPLITS:
@@ -103,8 +104,11 @@ def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str
 def prepare_pos_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn prepare-pos", description=prepare_pos.__doc__)
     parser.add_argument("--corpus", required=True, help="the corpus's name in the config (e.g. ewt)")
-    parser.add_argument("--kind", required=True, choices=["conllu", "ptb", "nltk_treebank"])
-    parser.add_argument("--path", help="corpus folder (conllu: the EWT files; ptb: the LDC root)")
+    parser.add_argument("--format", required=True, choices=sorted(READERS))
+    for split in SPLITS:
+        parser.add_argument(f"--{split}", help=f"the {split} file (conllu, tsv)")
+    parser.add_argument("--tags", choices=["xpos", "upos"], default="xpos", help="the CoNLL-U tag column")
+    parser.add_argument("--path", help="the root of the LDC Penn Treebank 3 copy (ptb)")
     parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--max-words", type=int, default=39_000)
@@ -112,8 +116,13 @@ def prepare_pos_main(argv: list[str]) -> None:
     parser.add_argument("--word-dim", type=int, default=320)
     parser.add_argument("--affix-dim", type=int, default=20)
     args = parser.parse_args(argv)
-    source = {"path": args.path, "nltk_data": args.nltk_data}
-    prepare_pos(args.kind, source, args.out, args.corpus, max_words=args.max_words,
+    source = {"path": args.path, "nltk_data": args.nltk_data, "tags": args.tags,
+              **{split: getattr(args, split) for split in SPLITS}}
+    needs = {"conllu": SPLITS, "tsv": SPLITS, "ptb": ("path",)}.get(args.format, ())
+    missing = [f"--{key}" for key in needs if not source[key]]
+    if missing:
+        parser.error(f"a {args.format} corpus needs {', '.join(missing)}")
+    prepare_pos(args.format, source, args.out, args.corpus, max_words=args.max_words,
                 max_affixes=args.max_affixes, word_dim=args.word_dim, affix_dim=args.affix_dim)
 
 
