@@ -44,3 +44,14 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
     assert all(float(r["forward_s"]) > 0 for r in rows)
     fits = list(csv.DictReader((tmp_path / "bench_fits.csv").open()))
     assert all(math.isfinite(float(f["forward_backward_s_p"])) for f in fits)
+
+
+def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "4", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder",
+          "--methods", "implicit_lstm", "--baselines", "lstm", "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert sorted({r["method"] for r in rows}) == ["bilstm", "implicit_lstm"]
+    lstm = [r for r in rows if r["method"] == "implicit_lstm"]
+    assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
+    assert all(float(r["forward_backward_s"]) > 0 for r in rows)

@@ -55,6 +55,7 @@ def _no_timing(history: pd.DataFrame) -> pd.DataFrame:
 def test_model_names():
     assert parse_model_name("bilstm-h300") == ("bilstm", 300)
     assert parse_model_name("inn") == ("inn", None)
+    assert parse_model_name("inn_lstm-h30") == ("inn_lstm", 30)
     with pytest.raises(InnError, match="unknown model 'transformer'"):
         parse_model_name("transformer")
 
@@ -122,17 +123,34 @@ def test_resume_equals_uninterrupted(tmp_path, pos_dir):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_resume_of_the_implicit_model(tmp_path, walk_dir):
+@pytest.mark.parametrize("name", ["inn", "inn_lstm"])
+def test_resume_of_the_implicit_model(tmp_path, walk_dir, name):
     cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
     options = {"hidden_size": 6, **INN_FAST}
-    straight = train("walks", walk_dir, "inn", tmp_path / "a", cfg, options, device="cpu")
-    train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu", stop_after=1)
-    resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu")
+    straight = train("walks", walk_dir, name, tmp_path / "a", cfg, options, device="cpu")
+    train("walks", walk_dir, name, tmp_path / "b", cfg, options, device="cpu", stop_after=1)
+    resumed = train("walks", walk_dir, name, tmp_path / "b", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+    assert (straight.nonconverged == 0).all() and straight.newton_iters.gt(0).all()
+
+
+def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
+    from inn.timing import time_checkpoint
+
+    train("pos", pos_dir, "inn_lstm", tmp_path, _cfg(max_epochs=1), {"hidden_size": 10, "solver": "anderson",
+          "solver_options": {"tol": 1e-4}}, device="cpu", meta={"dataset": "ewt", "seed": 1})
+    model, _ = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert type(model.rnn).__name__ == "ImplicitLSTM" and model.rnn.state_size == 20
+    H = model.hidden_states(torch.randn(3, 7, model.rnn_input_size), torch.ones(3, 7, dtype=torch.bool))
+    assert H.shape == (3, 7, 10) and model.rnn.last_solution.shape == (3, 7, 20)
+    metrics, _ = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", max_sequences=40)
+    assert metrics["model"] == "inn_lstm" and metrics["accuracy"] > 10 and metrics["nonconverged"] == 0
+    timing = time_checkpoint(str(tmp_path / "checkpoint.pt"), str(pos_dir), [4], repeats=1, batch_size=2)
+    assert (timing.model == "inn_lstm").all() and (timing.failed == 0).all() and (timing.newton_iters > 0).all()
 
 
 def test_warm_starts_keep_each_sequence_state():
-    warm = WarmStarts([3, 1, 2], hidden_size=2, device=torch.device("cpu"))
+    warm = WarmStarts([3, 1, 2], width=2, device=torch.device("cpu"))
     assert warm.gather(torch.tensor([0, 2]), 3) is None  # nothing solved yet: no start
     H = torch.arange(12.0).reshape(2, 3, 2) / 16
     warm.update(torch.tensor([2, 0]), H * torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]).unsqueeze(-1))
@@ -140,11 +158,11 @@ def test_warm_starts_keep_each_sequence_state():
     assert start.dtype == torch.float16 and start.shape == (3, 3, 2)
     assert torch.equal(start[0], H[1].half()) and torch.equal(start[2, :2], H[0, :2].half())
     assert (start[1] == 0).all() and (start[2, 2] == 0).all()  # not solved yet; padding
-    other = WarmStarts([3, 1, 2], hidden_size=2, device=torch.device("cpu"))
+    other = WarmStarts([3, 1, 2], width=2, device=torch.device("cpu"))
     other.load_state_dict(warm.state_dict())
     assert torch.equal(other.gather(torch.tensor([0, 1, 2]), 3), start)
     with pytest.raises(InnError, match="warm starts in last.pt belong to other training data"):
-        WarmStarts([3, 2, 2], hidden_size=2, device=torch.device("cpu")).load_state_dict(warm.state_dict())
+        WarmStarts([3, 2, 2], width=2, device=torch.device("cpu")).load_state_dict(warm.state_dict())
 
 
 def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_dir):

@@ -3,7 +3,8 @@
 Subpackages:
 
 - :mod:`inn.data`: corpora readers, the tagger's input features, biased random walks.
-- :mod:`inn.nn`: the implicit GRU layer (:class:`inn.nn.ImplicitGRU`).
+- :mod:`inn.nn`: the implicit GRU layer (:class:`inn.nn.ImplicitGRU`) and the implicit LSTM
+  (:class:`inn.nn.ImplicitLSTM`, the paper's future work).
 - :mod:`inn.solvers`: the nonlinear and linear solvers behind the implicit layer.
 """
 

@@ -15,7 +15,9 @@ measured in the same run, with the solver's iteration counts and residuals. Weig
   layer sees in use, the trained encoder's output on windows of real dev tokens (or fresh
   walks), instead of Gaussian noise.
 
-The baselines are timed with each weight set's inputs (their own fresh weights). Per
+The baselines, and the implicit LSTM (method ``implicit_lstm``, the paper's future work,
+against the BiLSTM row of the same k), are timed with each weight set's inputs and their own
+fresh weights (seeded by ``--seed``). Per
 (weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
 prints a table and writes one CSV row per measurement (atomically). Times are the minimum
 over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import logging
 import math
 import time
@@ -55,7 +58,11 @@ METHODS: dict[str, tuple[str, dict]] = {
     "anderson_float32": ("anderson", {"low_precision": False, "backward_low_precision": False}),
     "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
     "fixed_point": ("fixed_point", {}),
+    # the implicit LSTM (inn.nn.ImplicitLSTM) with the workflow's default solver, fresh weights
+    "implicit_lstm": ("anderson", {}),
 }
+#: methods whose layer is another cell than the implicit GRU (their own fresh weights)
+OTHER_CELLS = ("implicit_lstm",)
 BASELINES = ("gru", "lstm")
 
 
@@ -271,7 +278,7 @@ def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
 
 def run(args: argparse.Namespace) -> list[Row]:
     """All measurements of one benchmark invocation."""
-    from inn.nn import ImplicitGRU
+    from inn.nn import ImplicitGRU, ImplicitLSTM
 
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -332,8 +339,12 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.note = "skipped: too slow at a shorter n (--max-seconds)"
                     continue
                 solver, options = METHODS[method]
-                layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
-                layer.load_state_dict(base.state_dict())
+                if method in OTHER_CELLS:
+                    torch.manual_seed(args.seed)
+                    layer = ImplicitLSTM(input_size, k, solver=solver, **{**options, "tol": args.tol})
+                else:
+                    layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
+                    layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -365,13 +376,14 @@ def run(args: argparse.Namespace) -> list[Row]:
 def jvp_variants(args: argparse.Namespace) -> list[dict]:
     """Time the three ways of forming J V at a solution: the analytic linearisation (what the
     solvers use), ``torch.func.jvp`` and the double-backward trick (both kept as test
-    references). The analytic one pays its setup (``linearize``) once per Newton step."""
-    from inn.nn import ImplicitGRU
+    references). The analytic one pays its setup (``linearize``) once per Newton step. For
+    both implicit layers, the GRU and the LSTM."""
+    from inn.nn import ImplicitGRU, ImplicitLSTM
 
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     out = []
-    for k in args.hidden:
-        layer = ImplicitGRU(k, k).to(device=device, dtype=dtype)
+    for (cell, cls), k in itertools.product((("gru", ImplicitGRU), ("lstm", ImplicitLSTM)), args.hidden):
+        layer = cls(k, k).to(device=device, dtype=dtype)
         gen = torch.Generator().manual_seed(args.seed)
         n = 40 if 40 in args.lengths else args.lengths[len(args.lengths) // 2]
         xi = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
@@ -403,7 +415,7 @@ def jvp_variants(args: argparse.Namespace) -> list[dict]:
                                       args.repeats, device, args.clock)
         times.update(_time_interleaved({"double_backward_jvp": double_backward}, args.repeats, device, args.clock))
         for name, seconds in times.items():
-            out.append({"hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
+            out.append({"cell": cell, "hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
     return out
 
 
@@ -513,7 +525,7 @@ def main(argv: list[str] | None = None) -> None:
             writer.writeheader()
             writer.writerows(variants)
         for v in variants:
-            print(f"k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
+            print(f"{v['cell']:<4} k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
         return
     rows = run(args)
     fit_rows = fits(rows)

@@ -122,7 +122,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "device": meta.get("device"),
         "threads": meta.get("threads"),
         "evaluation_seconds": seconds,
-        "nonconverged": failed if getattr(config, "kind", None) == "inn" else None,
+        "nonconverged": failed if getattr(config, "implicit", False) else None,
         "training": settings.get("training", meta.get("training")),
         "model_config": {k: v for k, v in (settings.get("model") or {}).items()
                          if k not in ("word_vocab", "affix_vocab")} or None,

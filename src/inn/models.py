@@ -5,13 +5,14 @@ Every model is ``encoder -> recurrent layer -> per-position output``:
 - the encoder turns a batch into the input vectors xi (B, n, rnn_input_size): for POS the
   feature embeddings of paper 3.2 (word, six affixes, eight shape bits; :class:`FeatureEncoder`),
   for random walks the raw steps (:class:`WalkEncoder`);
-- the recurrent layer is the implicit GRU (:class:`inn.nn.ImplicitGRU`) or one of the explicit
-  baselines GRU, LSTM, BiGRU, BiLSTM (:class:`ExplicitRNN`); ``hidden_states(xi, mask)`` runs it
-  alone, which is what the paper times;
+- the recurrent layer is the implicit GRU (:class:`inn.nn.ImplicitGRU`), the implicit LSTM
+  (:class:`inn.nn.ImplicitLSTM`, the paper's future work) or one of the explicit baselines GRU,
+  LSTM, BiGRU, BiLSTM (:class:`ExplicitRNN`); ``hidden_states(xi, mask)`` runs it alone, which
+  is what the paper times;
 - the output is a softmax over tags (POS) or a logistic unit per step (walks).
 
-Model names as the workflow spells them: ``inn``, ``gru``, ``lstm``, ``bigru``, ``bilstm``,
-optionally with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
+Model names as the workflow spells them: ``inn``, ``inn_lstm``, ``gru``, ``lstm``, ``bigru``,
+``bilstm``, optionally with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
 """
 
 from __future__ import annotations
@@ -26,16 +27,20 @@ from torch import Tensor, nn
 
 from inn.errors import InnError
 
-#: recurrent layer kinds: name -> (cell, bidirectional); "inn" is the implicit GRU
+#: recurrent layer kinds: name -> (cell, bidirectional); "inn" is the implicit GRU,
+#: "inn_lstm" the implicit LSTM
 KINDS: dict[str, tuple[str, bool]] = {
     "inn": ("implicit_gru", True),
+    "inn_lstm": ("implicit_lstm", True),
     "gru": ("gru", False),
     "lstm": ("lstm", False),
     "bigru": ("gru", True),
     "bilstm": ("lstm", True),
 }
+#: the kinds whose layer is implicit (solved; solver options, warm starts and statistics)
+IMPLICIT_KINDS = ("inn", "inn_lstm")
 TASKS = ("pos", "walks")
-_NAME = re.compile(r"^(?P<kind>[a-z]+)(?:-h(?P<hidden>\d+))?$")
+_NAME = re.compile(r"^(?P<kind>[a-z_]+)(?:-h(?P<hidden>\d+))?$")
 
 
 def parse_model_name(name: str) -> tuple[str, int | None]:
@@ -53,7 +58,7 @@ class ModelConfig:
 
     task: str  # "pos" (softmax over tags) or "walks" (logistic unit per step)
     kind: str  # a key of KINDS
-    hidden_size: int  # per direction for the explicit baselines; k for the INN
+    hidden_size: int  # per direction for the explicit baselines; k for the implicit layers
     num_classes: int  # tags (pos) or 2 (walks: one logistic unit)
     # POS encoder: vocabulary sizes and embedding widths (paper: 39,002 / 2,002 / 320 / 20)
     word_vocab: int = 0
@@ -81,6 +86,11 @@ class ModelConfig:
     @property
     def bidirectional(self) -> bool:
         return KINDS[self.kind][1]
+
+    @property
+    def implicit(self) -> bool:
+        """Is the recurrent layer implicit (:data:`IMPLICIT_KINDS`)?"""
+        return self.kind in IMPLICIT_KINDS
 
 
 # --------------------------------------------------------------------------- encoders
@@ -157,13 +167,14 @@ def reverse_index(mask: Tensor) -> Tensor:
 
 
 def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
-    """The model's hidden layer: the implicit GRU or an explicit baseline."""
+    """The model's hidden layer: the implicit GRU or LSTM, or an explicit baseline."""
     cell, bidirectional = KINDS[cfg.kind]
-    if cell == "implicit_gru":
-        from inn.nn import ImplicitGRU
+    if cfg.implicit:
+        from inn.nn import ImplicitGRU, ImplicitLSTM
 
-        layer = ImplicitGRU(input_size, cfg.hidden_size, solver=cfg.solver,
-                            trainable_boundary=cfg.trainable_boundary, **cfg.solver_options)
+        implicit = ImplicitGRU if cell == "implicit_gru" else ImplicitLSTM
+        layer = implicit(input_size, cfg.hidden_size, solver=cfg.solver,
+                         trainable_boundary=cfg.trainable_boundary, **cfg.solver_options)
         layer.output_size = cfg.hidden_size
         return layer
     return ExplicitRNN(input_size, cfg.hidden_size, cell, bidirectional)
@@ -198,7 +209,8 @@ class SequenceLabeler(nn.Module):
 
     def hidden_states(self, xi: Tensor, mask: Tensor, start: Tensor | None = None) -> Tensor:
         """The recurrent layer alone: xi (B, n, rnn_input_size), mask (B, n) -> H (B, n, out);
-        ``start``: the INN's warm start (B, n, k), ignored by the explicit layers."""
+        ``start``: the implicit layer's warm start (B, n, state width), ignored by the
+        explicit layers."""
         return self.rnn(xi, mask.bool(), start)
 
     def forward(self, batch: dict[str, Tensor], start: Tensor | None = None) -> Tensor:

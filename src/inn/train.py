@@ -53,7 +53,7 @@ from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
 from inn.io import locked_folder, remove_stale_temps, torch_save
-from inn.models import CHECKPOINT_FORMAT, ModelConfig, SequenceLabeler, build_model, parse_model_name
+from inn.models import CHECKPOINT_FORMAT, IMPLICIT_KINDS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
 
@@ -220,7 +220,7 @@ def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size:
         out["accuracy"] = 100.0 * accuracy
     else:
         out["error"] = 1.0 - accuracy
-    if model.config.kind == "inn":
+    if model.config.implicit:
         out["nonconverged"] = failed
     return out
 
@@ -280,9 +280,11 @@ class WarmStarts:
     start from zero.
     """
 
-    def __init__(self, lengths: list[int], hidden_size: int, device: torch.device) -> None:
+    def __init__(self, lengths: list[int], width: int, device: torch.device) -> None:
+        """``width``: the layer's state width (``state_size``: k for the implicit GRU, 2k for
+        the implicit LSTM's [h; c], whose |c| may exceed 1 but stays far inside float16)."""
         self.offsets = torch.tensor([0, *itertools.accumulate(lengths)], device=device)
-        self.states = torch.zeros(int(self.offsets[-1]), hidden_size, dtype=torch.float16, device=device)
+        self.states = torch.zeros(int(self.offsets[-1]), width, dtype=torch.float16, device=device)
         self.solved = torch.zeros(len(lengths), dtype=torch.bool, device=device)
 
     def _rows(self, index: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -293,14 +295,14 @@ class WarmStarts:
         return (first.unsqueeze(1) + t).masked_fill(~real, 0), real
 
     def gather(self, index: torch.Tensor, n: int) -> torch.Tensor | None:
-        """Starting states (len(index), n, k) for a batch padded to n, zero at padding."""
+        """Starting states (len(index), n, width) for a batch padded to n, zero at padding."""
         if not bool(self.solved[index].any()):
             return None
         rows, real = self._rows(index, n)
         return self.states[rows] * real.unsqueeze(-1)
 
     def update(self, index: torch.Tensor, H: torch.Tensor) -> None:
-        """Keep the batch's solution H (len(index), n, k) for the next epoch."""
+        """Keep the batch's solution H (len(index), n, width) for the next epoch."""
         rows, real = self._rows(index, H.shape[1])
         self.states[rows[real]] = H[real].to(self.states.dtype)
         self.solved[index] = True
@@ -430,11 +432,11 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     if size is not None:
         options["hidden_size"] = size
     if options.get("hidden_size") is None:
-        if kind == "inn" and task == "pos":  # paper: hidden size = feature size (448)
+        if kind in IMPLICIT_KINDS and task == "pos":  # paper: hidden size = feature size (448)
             options["hidden_size"] = (data.model_fields["word_dim"] + 6 * data.model_fields["affix_dim"] + 8)
         else:
             raise InnError(f"model {model_name}: no hidden size given")
-    if kind != "inn":
+    if kind not in IMPLICIT_KINDS:
         options = {k: v for k, v in options.items() if k not in ("solver", "solver_options", "trainable_boundary")}
     model_cfg = ModelConfig(task=task, kind=kind, dropout=cfg.dropout, **data.model_fields, **options)
     settings = _run_settings(model_cfg, cfg)
@@ -444,8 +446,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     model = build_model(model_cfg).to(dev_)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
-    warm = (WarmStarts([B.length(e) for e in data.train], model_cfg.hidden_size, dev_)
-            if kind == "inn" and cfg.warm_start else None)
+    warm = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_)
+            if model_cfg.implicit and cfg.warm_start else None)
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0,
              "prev_perplexity": None, "history": []}
     saved = _resume_point(last_path, dev_, settings)
@@ -493,9 +495,9 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         metric = "dev_accuracy" if task == "pos" else "dev_error"
         log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
                  row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
-                 "" if kind != "inn" else f", newton {row['newton_iters']:.1f}, krylov {row['krylov_iters']:.1f},"
+                 "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov {row['krylov_iters']:.1f},"
                  f" nonconverged {row['nonconverged']}")
-        if kind == "inn" and row["nonconverged"]:
+        if model_cfg.implicit and row["nonconverged"]:
             log.warning("epoch %d: %d sequence solve(s) did not converge (max residual %.3g)", epoch,
                         row["nonconverged"], row["residual"])
         epochs_run += 1
@@ -542,7 +544,7 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
     torch.manual_seed(seed)  # dropout: each epoch its own stream, so a resumed run matches
     generator = torch.Generator().manual_seed(seed)
     order = B.make_batches([B.length(e) for e in data.train], cfg.batch_size, generator)
-    is_inn = model.config.kind == "inn"
+    is_inn = model.config.implicit
     tally = SolverTally()
     total, count = 0.0, 0
     start = time.perf_counter()
@@ -641,7 +643,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn train", description=train.__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, choices=["pos", "walks"])
     parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
-    parser.add_argument("--model", required=True, help="inn, gru, lstm, bigru, bilstm, or e.g. bilstm-h300")
+    parser.add_argument("--model", required=True, help="inn, inn_lstm, gru, lstm, bigru, bilstm, or e.g. bilstm-h300")
     parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
     parser.add_argument("--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}')
     parser.add_argument("--settings-file", help="the same JSON in a file")

@@ -86,8 +86,7 @@ def training_runs():
         runs += [("pos", dataset, model) for model in pos["run"]]
     biases = walk_biases() if walks["b"] is None else [f"{b:g}" for b in walks["b"]]
     for b in biases:
-        if "inn" in walks["run"]:
-            runs.append(("walks", f"b{b}", "inn"))
+        runs += [("walks", f"b{b}", model) for model in ("inn", "inn_lstm") if model in walks["run"]]
         if "bilstm" in walks["run"]:
             runs += [("walks", f"b{b}", f"bilstm-h{size}") for size in walks["bilstm_hidden_sizes"]]
     return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
@@ -124,8 +123,9 @@ def model_settings(wildcards):
     task, model = wildcards.task, wildcards.model
     sizes, solver = config["models"][task], config["solver"]
     options = {}
-    if model == "inn":
-        options["hidden_size"] = sizes["inn_hidden_size"]
+    if model in ("inn", "inn_lstm"):  # the implicit GRU and LSTM
+        lstm_size = sizes["inn_lstm_hidden_size"] if model == "inn_lstm" else None
+        options["hidden_size"] = lstm_size or sizes["inn_hidden_size"]
         solver_options = {"tol": solver["tol"], "strict": solver["strict"]}
         if solver["max_iter"] is not None:
             solver_options["max_iter"] = solver["max_iter"]

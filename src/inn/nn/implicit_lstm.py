@@ -1,0 +1,278 @@
+"""The implicit LSTM (the paper's future work, section 5): the LSTM cell with both neighbours.
+
+    hhat_t = s h_{t-1} + (1 - s) h_{t+1}            chat_t = s c_{t-1} + (1 - s) c_{t+1}
+    s = s_p / (s_p + s_n), s_p = sigmoid(W_p x_t + U_p h_{t-1} + b_p), s_n = sigmoid(W_n x_t + U_n h_{t+1} + b_n)
+    i, f, o = sigmoid(W_{i,f,o} x_t + U_{i,f,o} hhat_t + b_{i,f,o})    g = tanh(W_g x_t + U_g hhat_t + b_g)
+    c_t = f * chat_t + i * g                        h_t = o * tanh(c_t)
+
+The state of a position is [h_t; c_t] (width 2k), so the solvers, which work on (B, n, K)
+tensors, take it unchanged; the boundary states [h_s; c_s] and [h_e; c_e] are zero (or
+learned), and the layer outputs h. The switch is the implicit GRU's, computed stably
+(:func:`inn.nn.implicit_layer.switch`). Everything but the cell is shared with the implicit
+GRU (:mod:`inn.nn.implicit_layer`): solvers, implicit backward, warm starts, statistics.
+
+- :class:`LSTMSystem`: the equations for one batch (no autograd graph), including the
+  tridiagonal step: with the gates fixed at the current hhat, c_t - f_t (s_t c_{t-1} +
+  (1 - s_t) c_{t+1}) = i_t g_t is a scalar tridiagonal system along the sentence per unit,
+  solved exactly (:mod:`inn.solvers.tridiagonal`), and h = o tanh(c) follows.
+- :class:`LSTMLinearization`: J V, J^T V and the 2k x 2k Jacobian blocks analytically (six
+  k x k products per position for a product, as for F itself).
+- :class:`ImplicitLSTM`: the ``nn.Module``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from inn.nn.implicit_layer import (
+    CellLinearization,
+    ImplicitLayer,
+    ImplicitSystem,
+    affine,
+    neighbours,
+    product,
+    switch,
+)
+from inn.solvers._common import relative_residual
+from inn.solvers.tridiagonal import Tridiagonal
+
+
+def cell(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The transition at every position: ([h; c]_{t-1}, [h; c]_{t+1}, W x_t + b) -> [h_t; c_t].
+
+    X (..., 6k) holds the input terms in the order p, n, i, f, o, g; ``weight_pn`` is U_p; U_n
+    (2k, k), ``weight_gates`` U_i; U_f; U_o; U_g (4k, k). Returns the state (..., 2k) and the
+    intermediates (s, a_p, a_n, hhat, chat, i, f, o, g, tanh c) the linearisation needs.
+    """
+    k = weight_pn.shape[1]
+    hp, cp = prev.split(k, dim=-1)
+    hn, cn = nxt.split(k, dim=-1)
+    Xp, Xn, Xg = X.split([k, k, 4 * k], dim=-1)
+    a_p = affine(Xp, hp, weight_pn[:k])
+    a_n = affine(Xn, hn, weight_pn[k:])
+    s = switch(a_p, a_n)
+    hhat = torch.lerp(hn, hp, s)  # s h_{t-1} + (1 - s) h_{t+1}
+    chat = torch.lerp(cn, cp, s)
+    A = affine(Xg, hhat, weight_gates)
+    i, f, o = torch.sigmoid(A[..., : 3 * k]).split(k, dim=-1)
+    g = torch.tanh(A[..., 3 * k :])
+    c = torch.addcmul(f * chat, i, g)
+    tc = torch.tanh(c)
+    return torch.cat([o * tc, c], dim=-1), (s, a_p, a_n, hhat, chat, i, f, o, g, tc)
+
+
+class LSTMLinearization(CellLinearization):
+    """The implicit LSTM's F and Jacobian products at one point H, analytically.
+
+    Per position, with ds = s(1 - s)(sigmoid(-a_p) da_p - sigmoid(-a_n) da_n):
+    d hhat = s dh_{t-1} + (1 - s) dh_{t+1} + (h_{t-1} - h_{t+1}) ds, d chat likewise with c,
+    dA = U_{ifog} d hhat, dc = f d chat + chat df + g di + i dg, dh = o (1 - tanh^2 c) dc +
+    tanh c do. ``jvp`` is checked against ``torch.func.jvp`` and ``vjp`` against autograd in
+    the tests.
+    """
+
+    def __init__(self, system: "LSTMSystem", H: Tensor, evaluated: tuple | None = None) -> None:
+        """``evaluated``: ``(prev, nxt, state, intermediates)`` of :func:`cell` at H when the
+        caller has them already (detached), which saves an evaluation."""
+        self.system = system
+        k = self.k = system.k
+        if evaluated is None:
+            prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
+            out, intermediates = cell(system.X, prev, nxt, *system.weights)
+        else:
+            prev, nxt, out, intermediates = evaluated
+        s, a_p, a_n, hhat, chat, i, f, o, g, tc = intermediates
+        self.F = out * system.maskf
+        d = prev - nxt
+        self.dh, self.dc = d[..., :k], d[..., k:]  # h_{t-1} - h_{t+1}, c_{t-1} - c_{t+1}
+        s1 = s * (1 - s)
+        self.s = s
+        self.sp = s1 * torch.sigmoid(-a_p)  # ds/da_p
+        self.sn = s1 * torch.sigmoid(-a_n)  # -ds/da_n
+        self.f = f
+        self.gi = g * i * (1 - i)  # dc/da_i
+        self.gf = chat * f * (1 - f)  # dc/da_f
+        self.go = tc * o * (1 - o)  # dh/da_o
+        self.gg = i * (1 - g * g)  # dc/da_g
+        self.a = o * (1 - tc * tc)  # dh/dc
+        # (lower, upper) over the whole state: c's elementwise coupling to its neighbours
+        # (:meth:`LSTMSystem.copy_coupling`); h has none to its own neighbours
+        zero = torch.zeros_like(s)
+        self.copy = tuple(torch.cat([zero, part], dim=-1) for part in system.copy_coupling(s, f))
+
+    def jvp(self, V: Tensor) -> Tensor:
+        """J V = dF/dH . V, (B, n, 2k) -> (B, n, 2k)."""
+        sy = self.system
+        k = self.k
+        Wpn, Wg = sy.weights
+        zero = sy.zero_boundary
+        vp, vn = neighbours(V, sy.next_real, zero, zero)
+        vhp, vcp = vp.split(k, dim=-1)
+        vhn, vcn = vn.split(k, dim=-1)
+        ds = self.sp * (vhp @ Wpn[:k].T) - self.sn * (vhn @ Wpn[k:].T)
+        dhh = torch.lerp(vhn, vhp, self.s) + self.dh * ds
+        dch = torch.lerp(vcn, vcp, self.s) + self.dc * ds
+        di, df, do, dg = (dhh @ Wg.T).split(k, dim=-1)
+        dc = self.f * dch + self.gi * di + self.gf * df + self.gg * dg
+        dh = self.a * dc + self.go * do
+        return torch.cat([dh, dc], dim=-1) * sy.maskf
+
+    def _sources(self, g: Tensor, sl: slice) -> tuple[Tensor, Tensor]:
+        """Cotangents that positions ``sl`` send to their left and right neighbours.
+
+        ``g`` (B, m, 2k) is the cotangent of F at positions ``sl``; returns (to state_{t-1},
+        to state_{t+1}), zero where the right neighbour is the end boundary.
+        """
+        sy = self.system
+        k = self.k
+        Wpn, Wg = sy.weights
+        g = g * sy.maskf[:, sl]
+        gh, gc = g.split(k, dim=-1)
+        gct = gc + self.a[:, sl] * gh  # the cotangent of c_t
+        g_A = torch.cat([gct * self.gi[:, sl], gct * self.gf[:, sl], gh * self.go[:, sl], gct * self.gg[:, sl]], -1)
+        g_hh = product(g_A, Wg)
+        g_ch = gct * self.f[:, sl]
+        g_ds = g_hh * self.dh[:, sl] + g_ch * self.dc[:, sl]
+        s = self.s[:, sl]
+        g_prev = torch.cat([g_hh * s + product(g_ds * self.sp[:, sl], Wpn[:k]), g_ch * s], -1)
+        g_next = torch.cat([(g_hh - g_hh * s) - product(g_ds * self.sn[:, sl], Wpn[k:]), g_ch - g_ch * s], -1)
+        return g_prev, g_next * sy.next_realf[:, sl]
+
+    def blocks(self, t: int) -> tuple[Tensor, Tensor]:
+        """(dF_t/dstate_{t-1}, dF_t/dstate_{t+1}), each (B, 2k, 2k), zero where there is no
+        coupling. With N_c = dc/dhhat = diag(gi) U_i + diag(gf) U_f + diag(gg) U_g and
+        N_h = dh/dhhat = diag(a) N_c + diag(go) U_o, the left block is
+
+            [[N_h M + diag(a f dc sp) U_p,  diag(a f s)],
+             [N_c M + diag(f dc sp) U_p,    diag(f s)  ]],   M = diag(s) + diag(dh sp) U_p,
+
+        and the right one the same with 1 - s, -sn and U_n."""
+        sy = self.system
+        k = self.k
+        Wpn, Wg = sy.weights
+        Wi, Wf, Wo, Wgg = Wg.split(k)
+        col = lambda v: v[:, t].unsqueeze(-2)  # noqa: E731  (scales columns)
+        row = lambda v: v[:, t].unsqueeze(-1)  # noqa: E731  (scales rows)
+        Nc = row(self.gi) * Wi + row(self.gf) * Wf + row(self.gg) * Wgg
+        N = torch.cat([row(self.a) * Nc + row(self.go) * Wo, Nc], dim=-2)  # (B, 2k, k): d[h; c]/dhhat
+        fa = torch.cat([self.a * self.f, self.f], dim=-1)  # d[h; c]/dchat, elementwise
+        s = self.s[:, t]
+
+        def block(weight: Tensor, copy: Tensor, sign: float, rate: Tensor) -> Tensor:
+            hh = N * copy.unsqueeze(-2) + sign * (N * col(self.dh * rate)) @ weight
+            hh = hh + sign * row(fa * torch.cat([self.dc * rate] * 2, -1)) * weight.repeat(2, 1)
+            cc = torch.cat([torch.diag_embed(self.a[:, t] * self.f[:, t] * copy),
+                            torch.diag_embed(self.f[:, t] * copy)], dim=-2)  # d[h; c]/dc_{t-/+1}
+            return torch.cat([hh, cc], dim=-1)
+
+        L = block(Wpn[:k], s, 1.0, self.sp)
+        R = block(Wpn[k:], 1 - s, -1.0, self.sn)
+        real = sy.mask[:, t].to(L.dtype).view(-1, 1, 1)
+        has_prev = real * (1.0 if t > 0 else 0.0)
+        has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
+        return L * has_prev, R * has_next
+
+
+class LSTMSystem(ImplicitSystem):
+    """The implicit LSTM equations for one batch, with no autograd graph (solver side).
+
+    ``X`` (B, n, 6k) are the precomputed input terms W x + b, ``weights`` the detached
+    recurrent matrices (U_pn (2k, k), U_ifog (4k, k)); the state is (B, n, 2k), [h; c].
+    """
+
+    cell = staticmethod(cell)
+    Linearization = LSTMLinearization
+    state_factor = 2
+
+    def copy_coupling(self, s: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
+        """c's elementwise coupling to its neighbours, f s and f (1 - s) (k units), zero where
+        there is no neighbour."""
+        keep = f * self.maskf
+        lower = keep * s
+        return lower, (keep - lower) * self.next_realf
+
+    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """c solved exactly with the gates at H, then h = o tanh(c).
+
+        With the gates and the switch fixed (they depend on h only), c_t = f (s c_{t-1} +
+        (1 - s) c_{t+1}) + i g is linear in c and tridiagonal along the sentence, unit by unit:
+        c + (I - D)^{-1} (F_c(H) - c) solves it exactly (D: :meth:`copy_coupling`), and h is
+        then o tanh(c) at the new c. Same fixed points as F; one cell evaluation and a
+        tridiagonal solve. ``with_residual``: also return H's relative residual
+        ||F(H) - H|| / ||H|| per sequence, which the step computes anyway.
+        """
+        k = self.k
+        prev, nxt = neighbours(H, self.next_real, self.h_start, self.h_end)
+        out, (s, _, _, _, _, _, f, o, _, _) = cell(self.X, prev, nxt, *self.weights)
+        G = out * self.maskf - H
+        c = H[..., k:] + Tridiagonal(*self.copy_coupling(s, f)).solve(G[..., k:])
+        step = torch.cat([o * torch.tanh(c) * self.maskf, c], dim=-1)
+        return (step, relative_residual(G, H)) if with_residual else step
+
+    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
+        """:meth:`tridiagonal_step` at H = 0 with its residual, without matrix products: with
+        zero neighbours and boundaries hhat = chat = 0, so the gates come from the input terms
+        alone and F(0) = [o tanh(i g); i g]. None when a boundary state is not zero."""
+        if bool(self.h_start.any()) or bool(self.h_end.any()):
+            return None
+        k = self.k
+        Xp, Xn, Xi, Xf, Xo, Xg = self.X.split(k, dim=-1)
+        s, f, o = switch(Xp, Xn), torch.sigmoid(Xf), torch.sigmoid(Xo)
+        ig = torch.sigmoid(Xi) * torch.tanh(Xg) * self.maskf
+        G = torch.cat([o * torch.tanh(ig) * self.maskf, ig], dim=-1)
+        c = Tridiagonal(*self.copy_coupling(s, f)).solve(ig)
+        return torch.cat([o * torch.tanh(c) * self.maskf, c], dim=-1), relative_residual(G, torch.zeros_like(G))
+
+    def _explicit_step(self, Xt: Tensor, state: Tensor) -> Tensor:
+        """The ordinary LSTM step (hhat = h, chat = c) used by the one-step guess's sweeps."""
+        k = self.k
+        h, c = state.split(k, dim=-1)
+        A = Xt[:, 2 * k :] + product(h, self.weights[1].T)
+        i, f, o = torch.sigmoid(A[:, : 3 * k]).split(k, dim=-1)
+        c = f * c + i * torch.tanh(A[:, 3 * k :])
+        return torch.cat([o * torch.tanh(c), c], dim=-1)
+
+
+class ImplicitLSTM(ImplicitLayer):
+    """Implicitly-defined bidirectional LSTM layer: the paper's implicit coupling on the LSTM cell.
+
+    Args:
+        input_size: width of xi.
+        hidden_size: k, the width of h and of c (the solved state is [h; c], 2k wide).
+        solver: a name in :data:`inn.solvers.SOLVERS`.
+        trainable_boundary: learn the boundary states [h_s; c_s] and [h_e; c_e] (zero and
+            fixed otherwise).
+        **options: solver and backward options, see :class:`inn.nn.implicit_layer.ImplicitLayer`.
+
+    Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
+    tokens, left-aligned) returns h (B, n, hidden_size), zero at padded positions;
+    ``last_solution`` (and a warm ``start``) is the whole state (B, n, 2 hidden_size).
+    """
+
+    System = LSTMSystem
+    input_blocks = 6  # input terms for p, n, i, f, o, g
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        solver: str = "newton_krylov",
+        trainable_boundary: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(input_size, hidden_size, solver, **options)
+        k = hidden_size
+        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
+        self.weight_gates = nn.Parameter(torch.empty(4 * k, k))  # U_i; U_f; U_o; U_g
+        self._boundaries(trainable_boundary)
+        self.reset_parameters()
+
+    def recurrent_weights(self) -> tuple[Tensor, Tensor]:
+        return self.weight_pn, self.weight_gates
+
+    def output(self, H: Tensor) -> Tensor:
+        """h, the first half of the state [h; c]."""
+        return H[..., : self.hidden_size]
