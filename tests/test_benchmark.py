@@ -37,10 +37,48 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
     out = tmp_path / "bench.csv"
     main(["--hidden", "6", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder", "0.5",
           "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point",
-          "--checkpoint", str(ckpt), "--prefix", "inn.", "--out", str(out)])
+          "--checkpoint", str(ckpt), "--prefix", "inn.", "--peers", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
     assert {r["weights"] for r in rows} == {"init", "harder0.5", "checkpoint"}
     assert {r["method"] for r in rows} >= {"paper", "anderson", "bigru", "bilstm"}
     assert all(float(r["forward_s"]) > 0 for r in rows)
     fits = list(csv.DictReader((tmp_path / "bench_fits.csv").open()))
     assert all(math.isfinite(float(f["forward_backward_s_p"])) for f in fits)
+
+
+def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
+    """TorchDEQ's rows: every sequence at tol in OUR residual definition (recomputed here
+    from the layer's F at a solution solved by our own solver), F evaluations counted."""
+    pytest.importorskip("torchdeq")
+    from inn.peers import PEERS, Peer
+
+    torch.manual_seed(0)
+    layer = ImplicitGRU(5, 5, solver="anderson", tol=1e-6)
+    xi, mask = torch.randn(3, 6, 5), torch.ones(3, 6, dtype=torch.bool)
+    with torch.no_grad():
+        ours = layer(xi, mask)
+    for name in PEERS:
+        peer = Peer(name, layer, xi, mask, torch.randn(3, 6, 5), tol=1e-5)
+        figures = peer.figures()
+        assert figures["failed"] == 0 and figures["residual_max"] <= 1e-5
+        assert figures["function_evals"] >= figures["newton_mean"] >= 1
+        assert torch.allclose(peer.forward(), ours, atol=1e-4)
+    assert figures["backward_residual_max"] <= 1e-5 and figures["backward_iterations"] >= 1
+    out = tmp_path / "b.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "gru", "--peers", "torchdeq_anderson", "torchdeq_ift", "--out", str(out)])
+    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
+    assert math.isnan(float(rows["torchdeq_anderson"]["forward_backward_s"]))
+    assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
+
+
+def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch, capsys):
+    with pytest.raises(InnError, match="unknown peer"):
+        main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.csv")])
+    monkeypatch.setattr("inn.benchmark.available", lambda: False)
+    out = tmp_path / "b.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "--out", str(out)])
+    assert "TorchDEQ peers skipped" in capsys.readouterr().out
+    assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson"}

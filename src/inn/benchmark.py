@@ -41,6 +41,7 @@ from torch import nn
 from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
+from inn.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
@@ -345,6 +346,8 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.note = "timed once"
                     continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
+            for peer in args.peers:
+                _add_peer(peer, base, xi, mask, target, args, row_of, closures, common, slow)
             for kind in args.baselines:
                 row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
                 closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
@@ -354,12 +357,38 @@ def run(args: argparse.Namespace) -> list[Row]:
             for name, row in row_of.items():
                 if name + "/fwd" in times:
                     row.forward_s = times[name + "/fwd"]
-                    row.forward_backward_s = times[name + "/fb"]
+                    row.forward_backward_s = times.get(name + "/fb", float("nan"))
                 rows.append(row)
                 log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
                          weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
                          row.krylov_mean, row.residual_max, row.failed, row.note)
     return rows
+
+
+def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
+              slow: set[str]) -> None:
+    """A TorchDEQ row (:mod:`inn.peers`) on the same layer weights and batch as ours; like
+    ours, timed once and skipped at longer n when one run exceeds the --max-seconds share."""
+    from inn.peers import Peer
+
+    row = row_of[name] = Row(method=name, **common)
+    if name in slow:
+        row.note = "skipped: too slow at a shorter n (--max-seconds)"
+        return
+    peer = Peer(name, layer, xi, mask, target, args.tol)
+    now = time.process_time if args.clock == "process" else time.perf_counter
+    start = now()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for key, value in peer.figures().items():
+            setattr(row, key, value)
+    if now() - start > args.max_seconds / (args.repeats + 1):
+        slow.add(name)
+        row.note = "figures only: too slow to repeat"
+        return
+    closures[name + "/fwd"] = peer.forward
+    if peer.forward_backward is not None:
+        closures[name + "/fb"] = peer.forward_backward
 
 
 def jvp_variants(args: argparse.Namespace) -> list[dict]:
@@ -427,20 +456,20 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     """A plain-text table of the measurements, ratios to the BiGRU and the fits."""
     buf = io.StringIO()
     ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
-    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<14} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
+    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6}\n")
     for r in rows:
         g = ref.get((r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
-        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<14} {r.forward_s:>8.4f} "
+        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
                   f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f}"
                   f"{'  ' + r.note if r.note else ''}\n")
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
-    buf.write(f"{'weights':<11} {'k':>4} {'method':<14} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
+    buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
               f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6}\n")
     for f in fit_rows:
-        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<14} {f['forward_s_a']:>9.2e} "
+        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
                   f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_backward_s_a']:>9.2e} "
                   f"{f['forward_backward_s_p']:>6.2f} {f['forward_backward_s_r2']:>6.3f}\n")
     return buf.getvalue()
@@ -471,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
                         help=f"implicit methods: {', '.join(METHODS)}")
+    parser.add_argument("--peers", nargs="*", default=None,
+                        help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
+                             "installed; none without it): " + ", ".join(PEERS))
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
@@ -506,6 +538,15 @@ def main(argv: list[str] | None = None) -> None:
         raise InnError("--clock process measures CPU time: use it with --device cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
+    unknown = sorted(set(args.peers or ()) - set(PEERS))
+    if unknown:
+        raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
+    peer_note = ""
+    if not available():
+        peer_note = MISSING_NOTE if args.peers is None or args.peers else ""
+        args.peers = []
+    elif args.peers is None:
+        args.peers = list(PEERS)
     if args.jvp_only:
         variants = jvp_variants(args)
         with atomic_open(args.out, newline="", encoding="utf-8") as handle:
@@ -520,5 +561,7 @@ def main(argv: list[str] | None = None) -> None:
     write_csv(args.out, rows)
     fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
     write_fits_csv(fits_out, fit_rows)
-    print(format_table(rows, fit_rows))
+    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, METHODS)))
+    if peer_note:
+        log.warning(peer_note)
     log.info("wrote %s and %s", args.out, fits_out)
