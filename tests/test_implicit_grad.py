@@ -84,3 +84,67 @@ def test_mixed_precision_adjoint_reaches_the_float64_gradients(low_precision, mo
         grads.append(torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in lay.parameters()]).double())
     assert layer.last_backward_stats.converged.all() and len(passes) == int(low_precision)
     assert float((grads[1] - grads[0]).norm() / grads[0].norm()) < 1e-4
+
+
+def _gradients(layer, xi, mask, target):
+    x = xi.clone().requires_grad_(True)
+    layer.zero_grad(set_to_none=True)
+    (layer(x, mask) * target).sum().backward()
+    return torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in layer.parameters()])
+
+
+def _approximate_and_exact(scale=1.0, zero_recurrent=False, lengths=(6, 2, 4), **backward):
+    torch.manual_seed(0)
+    exact = make_layer(scale=scale, tol=1e-12, backward_solver="direct")
+    approx = make_layer(tol=1e-12, **backward)
+    if zero_recurrent:
+        with torch.no_grad():
+            for p in (exact.weight_pn, exact.weight_zr, exact.weight_c):
+                p.zero_()
+    approx.load_state_dict(exact.state_dict())
+    xi, mask = make_batch(B=3, n=6, lengths=list(lengths))
+    target = torch.randn(3, 6, 6, dtype=torch.float64)
+    return _gradients(approx, xi, mask, target), _gradients(exact, xi, mask, target)
+
+
+@pytest.mark.parametrize("backward", [dict(backward_solver="phantom", backward_steps=3, backward_damping=0.7),
+                                      dict(backward_solver="jacobian_free"), dict(backward_solver="preconditioned")])
+def test_approximate_backward_is_exact_without_neighbours(backward):
+    """Length-1 sentences have no coupling (dF/dH = 0): every approximation is the exact
+    gradient there (the phantom's damped series sums to 1 - (1 - tau)^steps of it, hence tau 1)."""
+    if backward["backward_solver"] == "phantom":
+        backward = dict(backward, backward_damping=1.0)
+    got, want = _approximate_and_exact(lengths=(1, 1, 1), **backward)
+    assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_preconditioned_backward_is_exact_when_the_recurrent_matrices_vanish():
+    """With U = 0, dF/dH is the copy coupling D alone, which the preconditioner inverts
+    exactly; the Jacobian-free gradient, which ignores D, is then measurably off."""
+    got, want = _approximate_and_exact(zero_recurrent=True, backward_solver="preconditioned")
+    assert torch.allclose(got, want, atol=1e-10)
+    free, _ = _approximate_and_exact(zero_recurrent=True, backward_solver="jacobian_free")
+    assert (free - want).norm() > 1e-3 * want.norm()
+
+
+@pytest.mark.parametrize("damping", [1.0, 0.6])
+def test_phantom_gradient_error_shrinks_with_every_step(damping):
+    errors = []
+    for steps in (1, 2, 4, 8, 16, 64):
+        got, want = _approximate_and_exact(backward_solver="phantom", backward_steps=steps, backward_damping=damping)
+        errors.append(float((got - want).norm() / want.norm()))
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-6 < errors[0]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(backward_solver="neumann"), "unknown backward solver 'neumann'"),
+    (dict(backward_solver="phantom", backward_steps=0), "backward_steps must be a positive integer"),
+    (dict(backward_solver="phantom", backward_damping=1.5), r"backward_damping must be a number in \(0, 1\]"),
+    (dict(backward_solver="anderson", backward_steps=3), "takes no backward_steps"),
+])
+def test_backward_options_are_validated_in_one_line(options, message):
+    from inn.errors import InnError
+
+    with pytest.raises(InnError, match=message):
+        make_layer(**options)

@@ -18,6 +18,12 @@ products ("bicgstab", the paper's choice), by Anderson or plain iteration with w
 products ("anderson_jacobi", "fixed_point"), or exactly through the block-tridiagonal
 structure ("direct"). Its tolerance (``backward_tol``,
 relative to ||dL/dH||) defaults to the forward ``tol``.
+
+Approximate backward passes skip the solve (:data:`inn.solvers.APPROXIMATE_ADJOINTS`): the
+phantom gradient ("phantom": ``backward_steps`` damped unrolled steps at the solution,
+``backward_damping``), the Jacobian-free gradient ("jacobian_free": u = dL/dH) and the
+preconditioner-only gradient ("preconditioned": u = (I - D^T)^{-1} dL/dH, D the copy
+coupling). Off by default: their gradient error is measured by ``inn benchmark``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,30 @@ import torch
 from torch import Tensor
 
 from inn.errors import InnError
-from inn.solvers import ADJOINT_SOLVERS, ConvergenceWarning
+from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning
+
+#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``)
+BACKWARD_OPTIONS = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision",
+                    "backward_steps", "backward_damping")
+
+
+def check_backward_options(options: dict[str, Any]) -> None:
+    """Raise :class:`InnError` (one line) for an unknown backward solver or an option it
+    does not take or whose value is out of range."""
+    method = options.get("backward_solver", "anderson")
+    if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS:
+        raise InnError(f"unknown backward solver {method!r}; choose one of "
+                       f"{', '.join([*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
+    own = {f"backward_{key}" for key in APPROXIMATE_OPTIONS.get(method, {})}
+    stray = sorted({"backward_steps", "backward_damping"} & set(options) - own)
+    if stray:
+        raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
+    steps = options.get("backward_steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InnError(f"backward_steps must be a positive integer, not {steps!r}")
+    damping = options.get("backward_damping", 1.0)
+    if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0 < damping <= 1:
+        raise InnError(f"backward_damping must be a number in (0, 1], not {damping!r}")
 
 
 class ImplicitBackward(torch.autograd.Function):
@@ -50,14 +79,17 @@ class ImplicitBackward(torch.autograd.Function):
         if tol is None:
             tol = float(layer.options.get("tol", 1e-4))
         max_iter = opts.pop("backward_max_iter", 200)
-        if method not in ADJOINT_SOLVERS:
-            raise InnError(f"unknown backward solver {method!r}; choose one of {', '.join(ADJOINT_SOLVERS)}")
-        extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+        check_backward_options(layer.backward_options)
         lin = ctx.lin
         with torch.no_grad():
             # padded outputs are constant zero: their incoming gradient is irrelevant
             g = grad * lin.system.maskf
-            u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
+            if method in APPROXIMATE_ADJOINTS:
+                extra = {key: opts.get(f"backward_{key}", value) for key, value in APPROXIMATE_OPTIONS[method].items()}
+                u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
+            else:
+                extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+                u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
         layer.last_backward_stats = stats
         if stats.num_failed:
             message = (

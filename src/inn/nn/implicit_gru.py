@@ -434,7 +434,9 @@ class ImplicitGRU(nn.Module):
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
             ``backward_tol`` (default: ``tol``), ``backward_max_iter`` (default 200) and
             ``backward_low_precision`` (the ``"anderson"`` adjoint's mixed precision, as the
-            forward's ``low_precision``; default ``"auto"``).
+            forward's ``low_precision``; default ``"auto"``); or an approximate backward
+            (``"phantom"`` with ``backward_steps`` and ``backward_damping``,
+            ``"jacobian_free"``, ``"preconditioned"``: :mod:`inn.nn.implicit_function`).
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each
@@ -460,8 +462,10 @@ class ImplicitGRU(nn.Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.solver = solver
-        backward_keys = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision")
-        self.backward_options = {key: options.pop(key) for key in backward_keys if key in options}
+        from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
+
+        self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
+        check_backward_options(self.backward_options)
         check_options(solver, options)
         self.options = options
         k = hidden_size

@@ -78,7 +78,7 @@ COMMON_OPTIONS = ("tol", "max_iter", "candidates", "candidate_mode", "seed", "st
 PAPER_OPTIONS = dict(_newton_krylov.PAPER_OPTIONS)
 
 __all__ = [
-    "ADJOINT_SOLVERS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
+    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
     "ResultCode", "SOLVERS", "SolverStats", "bicgstab", "check_options", "solve",
 ]
 
@@ -329,3 +329,55 @@ ADJOINT_SOLVERS = {
     "fixed_point": _adjoint_fixed_point,
     "direct": _adjoint_direct,
 }
+
+
+# --------------------------------------------------------------------------- approximate adjoints
+# (lin, g, **options) -> (u, stats): u approximates (I - J^T)^{-1} g without solving for it.
+# Cheaper backward passes that trade gradient accuracy for time; their stats say "converged"
+# (there is no tolerance to miss) and carry no residual (NaN: computing it would cost a J^T
+# product, as much as a phantom step). ``inn benchmark`` reports their gradient error.
+
+
+def _approximate_stats(name: str, g: Tensor, steps: int, products: int) -> SolverStats:
+    B = g.shape[0]
+    code = torch.full((B,), int(ResultCode.CONVERGED), dtype=torch.int64)
+    return _adjoint_stats(name, torch.full((B,), steps, dtype=torch.int64), torch.zeros(B, dtype=torch.int64),
+                          torch.full((B,), float("nan")), code, 1, products)
+
+
+def _adjoint_phantom(lin, g: Tensor, *, steps: int = 5, damping: float = 1.0):
+    """The phantom gradient (Geng et al. 2021): backpropagation through ``steps`` damped
+    unrolled steps H <- damping F(H) + (1 - damping) H started at the solution. There every
+    step's Jacobian is A = damping J + (1 - damping) I, so the unrolled chain rule gives
+    u = damping (I + A^T + ... + (A^T)^(steps-1)) g: a truncated Neumann series of the exact
+    (I - J^T)^{-1} g, whose error (A^T)^steps u* shrinks with every step on a contractive
+    system. Costs steps - 1 J^T products; ``steps=1, damping=1`` is the Jacobian-free u = g."""
+    v = g
+    total = g
+    for _ in range(steps - 1):
+        v = damping * lin.vjp(v) + (1 - damping) * v
+        total = total + v
+    return damping * total, _approximate_stats("phantom", g, steps, steps - 1)
+
+
+def _adjoint_jacobian_free(lin, g: Tensor):
+    """The Jacobian-free gradient (Fung et al. 2022): u = dL/dH, as if dF/dH were zero."""
+    return g, _approximate_stats("jacobian_free", g, 0, 0)
+
+
+def _adjoint_preconditioned(lin, g: Tensor):
+    """The preconditioner-only gradient (Fung et al. 2022 with the layer's own preconditioner):
+    u = (I - D^T)^{-1} g with D the elementwise copy coupling of the neighbours (the
+    tridiagonal step's transpose, :meth:`GRUSystem.copy_coupling`), the part of dF/dH that
+    carries information along the sentence; the couplings through the weight matrices are
+    dropped. Exact when the recurrent matrices are zero; costs one tridiagonal solve."""
+    return Tridiagonal.transposed(*lin.copy).solve(g), _approximate_stats("preconditioned", g, 1, 0)
+
+
+#: name -> approximate adjoint, and the options each takes (``backward_<option>`` on the layer)
+APPROXIMATE_ADJOINTS = {
+    "phantom": _adjoint_phantom,
+    "jacobian_free": _adjoint_jacobian_free,
+    "preconditioned": _adjoint_preconditioned,
+}
+APPROXIMATE_OPTIONS = {"phantom": {"steps": 5, "damping": 1.0}, "jacobian_free": {}, "preconditioned": {}}
