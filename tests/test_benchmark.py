@@ -36,9 +36,17 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
     out = tmp_path / "bench.csv"
     main(["--hidden", "6", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder", "0.5",
-          "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point",
+          "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point", "anderson_jacobian_free",
           "--checkpoint", str(ckpt), "--prefix", "inn.", "--peers", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
+    # gradients against the tight exact adjoint: the exact solvers' to about tol, the
+    # Jacobian-free one measurably off
+    for r in rows:
+        if r["method"] == "anderson":
+            assert float(r["grad_error"]) < 1e-2 and float(r["grad_cosine"]) > 0.999
+        if r["method"] == "anderson_jacobian_free":
+            assert float(r["grad_error"]) > 10 * float(next(q["grad_error"] for q in rows if q["method"] == "anderson"
+                                                             and q["weights"] == r["weights"] and q["n"] == r["n"]))
     assert {r["weights"] for r in rows} == {"init", "harder0.5", "checkpoint"}
     assert {r["method"] for r in rows} >= {"paper", "anderson", "bigru", "bilstm"}
     assert all(float(r["forward_s"]) > 0 for r in rows)

@@ -25,6 +25,7 @@ minimum is the least disturbed figure.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import io
 import logging
@@ -56,6 +57,12 @@ METHODS: dict[str, tuple[str, dict]] = {
     "anderson_float32": ("anderson", {"low_precision": False, "backward_low_precision": False}),
     "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
     "fixed_point": ("fixed_point", {}),
+    # Anderson's forward with an approximate backward (inn.nn.implicit_function): their
+    # gradient error against the exact adjoint is in the grad_cosine / grad_error columns
+    "anderson_phantom5": ("anderson", {"backward_solver": "phantom", "backward_steps": 5}),
+    "anderson_phantom20": ("anderson", {"backward_solver": "phantom", "backward_steps": 20}),
+    "anderson_jacobian_free": ("anderson", {"backward_solver": "jacobian_free"}),
+    "anderson_preconditioned": ("anderson", {"backward_solver": "preconditioned"}),
 }
 BASELINES = ("gru", "lstm")
 
@@ -82,6 +89,8 @@ class Row:
     failed: int = 0
     backward_iterations: float = float("nan")
     backward_residual_max: float = float("nan")
+    grad_cosine: float = float("nan")  #: of the parameters' gradient with the exact one (tight adjoint)
+    grad_error: float = float("nan")  #: ||g - g_exact|| / ||g_exact||, the same gradients
     note: str = ""
 
 
@@ -244,8 +253,25 @@ def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object]
     return forward, forward_backward
 
 
-def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
-    """Iterations and residuals of one forward and one forward+backward, and their times."""
+def _parameter_gradient(layer) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in layer.parameters() if p.grad is not None]).double()
+
+
+def _exact_gradient(base, xi, mask, target, tol: float) -> torch.Tensor:
+    """The parameters' gradient of the benchmark's loss with forward and adjoint solved 100x
+    tighter than the benchmark's tol (the reference of the grad_* columns)."""
+    layer = copy.deepcopy(base)
+    layer.solver, layer.options = "anderson", {"tol": tol / 100, "max_iter": 1000}
+    layer.backward_options = {"backward_solver": "anderson", "backward_low_precision": False, "backward_max_iter": 1000}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _implicit_closures(layer, xi, mask, target)[1]()
+    return _parameter_gradient(layer)
+
+
+def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Tensor | None = None) -> dict:
+    """Iterations and residuals of one forward and one forward+backward, and their times;
+    with ``exact``, the parameters' gradient's cosine and relative error against it."""
     now = time.process_time if clock == "process" else time.perf_counter
     out: dict = {}
     forward, forward_backward = _implicit_closures(layer, xi, mask, target)
@@ -267,6 +293,10 @@ def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
         out["backward_iterations"] = float(its.float().mean())
         out["backward_residual_max"] = float(bst.residual.max())
         out["failed"] += bst.num_failed
+    if exact is not None:
+        got = _parameter_gradient(layer)
+        out["grad_cosine"] = float(torch.nn.functional.cosine_similarity(got, exact, dim=0))
+        out["grad_error"] = float((got - exact).norm() / exact.norm())
     return out
 
 
@@ -327,6 +357,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                           threads=torch.get_num_threads(), clock=args.clock)
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
+            exact = _exact_gradient(base, xi, mask, target, args.tol)
             for method in args.methods:
                 row = row_of[method] = Row(method=method, **common)
                 if method in slow:
@@ -338,7 +369,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock).items():
+                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, exact).items():
                         setattr(row, key, value)
                 if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
                     # too slow to repeat: keep this one measurement, skip longer n
@@ -457,13 +488,14 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     buf = io.StringIO()
     ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
     buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
-              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6}\n")
+              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
     for r in rows:
         g = ref.get((r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
         buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
-                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f}"
+                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
+                  f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
                   f"{'  ' + r.note if r.note else ''}\n")
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
     buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
