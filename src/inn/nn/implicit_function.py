@@ -24,6 +24,11 @@ phantom gradient ("phantom": ``backward_steps`` damped unrolled steps at the sol
 ``backward_damping``), the Jacobian-free gradient ("jacobian_free": u = dL/dH) and the
 preconditioner-only gradient ("preconditioned": u = (I - D^T)^{-1} dL/dH, D the copy
 coupling). Off by default: their gradient error is measured by ``inn benchmark``.
+
+Adjoint warm start: a tensor set as ``layer.adjoint_start`` between the forward and the
+backward (the trainer's: the same sentences' adjoints from the previous epoch) is the exact
+adjoint solvers' starting point, used once; every backward leaves its u in
+``layer.last_adjoint`` (detached).
 """
 
 from __future__ import annotations
@@ -89,7 +94,12 @@ class ImplicitBackward(torch.autograd.Function):
                 u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
             else:
                 extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+                start = getattr(layer, "adjoint_start", None)
+                if start is not None and start.shape == g.shape:
+                    extra["u0"] = start.to(g.dtype) * lin.system.maskf
                 u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
+        layer.adjoint_start = None  # one backward's start
+        layer.last_adjoint = u
         layer.last_backward_stats = stats
         if stats.num_failed:
             message = (

@@ -443,7 +443,8 @@ class ImplicitGRU(nn.Module):
     call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
     sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve;
     ``last_solution`` is that call's H, detached (what a warm start of the next solve of the
-    same sentences starts from).
+    same sentences starts from); likewise ``adjoint_start`` (set before a backward) and
+    ``last_adjoint`` for the adjoint solve (:mod:`inn.nn.implicit_function`).
     """
 
     def __init__(
@@ -485,6 +486,8 @@ class ImplicitGRU(nn.Module):
         self.last_stats = None
         self.last_backward_stats = None
         self.last_solution = None  # H of the last forward call, detached (for warm starts)
+        self.adjoint_start = None  # the next backward's adjoint starting point (used once)
+        self.last_adjoint = None  # u of the last backward, detached (for adjoint warm starts)
 
     def reset_parameters(self) -> None:
         """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU does."""

@@ -35,6 +35,7 @@ from inn.solvers._common import (
     ResultCode,
     SolverStats,
     batch_norm,
+    bcast,
 )
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
@@ -232,7 +233,9 @@ def _report(stats: SolverStats, what: str, tol: float, strict: bool) -> None:
 
 
 # --------------------------------------------------------------------------- adjoint solvers
-# (lin, g, tol, max_iter) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution.
+# (lin, g, tol, max_iter, u0) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution;
+# ``u0``: a starting point (a warm start, e.g. the same sentence's adjoint in the previous
+# epoch), None for the solver's own.
 
 
 def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, code: Tensor, lin_evals: int, jp: int):
@@ -249,8 +252,8 @@ def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, co
     )
 
 
-def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
-    u, info = bicgstab(lambda V: V - lin.vjp(V), g, x0=g, rtol=tol, maxiter=max_iter)
+def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    u, info = bicgstab(lambda V: V - lin.vjp(V), g, x0=g if u0 is None else u0, rtol=tol, maxiter=max_iter)
     gn = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
     res = torch.where(batch_norm(g) > 0, info.residual / gn, torch.zeros_like(gn))
     code = torch.where(res <= tol, int(ResultCode.CONVERGED), info.code)
@@ -259,17 +262,22 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
 
 
 def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
-                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3):
+                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None):
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
-    u0 = g
+    start = u0
+    u0 = g if start is None else start
     its_low = 0
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
         copy = Tridiagonal.transposed(*lin.copy)
         u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
+        if start is not None:  # per sequence, the warm start where it is the closer one
+            closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
+            u0 = torch.where(bcast(closer, u0), start, u0)
+            its_low = 1  # the two J^T products of the choice, counted as one iteration
 
         def step(vjp):
             def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
@@ -283,9 +291,10 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         # products down to low_precision_tol, then float32 from there
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
-            u0, its_low, _, _, _, _ = _anderson.anderson_iterate(
+            u0, its_pass, _, _, _, _ = _anderson.anderson_iterate(
                 step(low.vjp), u0, lambda u: scale, tol=low_precision_tol,
                 max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
+            its_low = its_low + its_pass
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
@@ -299,19 +308,20 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
 
 
-def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0, sweep="jacobi")
+def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0, sweep="jacobi", u0=u0)
 
 
-def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi")
+def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi", u0=u0)
 
 
-def _adjoint_anderson_red_black(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="red_black")
+def _adjoint_anderson_red_black(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="red_black", u0=u0)
 
 
-def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
+def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    """Exact: ``u0`` is not needed."""
     u = block_tridiagonal_solve_transposed(lin.blocks, g)
     scale = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
     res = batch_norm(u - lin.vjp(u) - g) / scale
