@@ -281,3 +281,17 @@ def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, wal
     assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
     resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
+
+
+def test_jacobian_regularisation_adds_to_the_loss_and_trains(tmp_path, walk_dir):
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
+    plain = train("walks", walk_dir, "inn", tmp_path / "plain", cfg, options, device="cpu")
+    reg = train("walks", walk_dir, "inn", tmp_path / "reg",
+                dataclasses.replace(cfg, jacobian_weight=5.0, jacobian_every=2), options, device="cpu")
+    assert "jacobian_fro2" not in plain and (reg.jacobian_fro2 > 0).all()
+    # the penalty's gradient changes the training (train_loss itself is the task's loss alone)
+    assert (reg.train_loss - plain.train_loss).abs().max() > 1e-6
+    assert reg.nonconverged.sum() == 0 and reg.dev_error.notna().all()
+    with pytest.raises(InnError, match="jacobian_weight must be >= 0"):
+        dataclasses.replace(cfg, jacobian_weight=-1.0)

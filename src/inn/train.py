@@ -74,10 +74,17 @@ class TrainConfig:
     warm_start: bool = True
     # INN: the same for the adjoint solve of the backward pass (its previous epoch's adjoint)
     warm_start_adjoint: bool = False
+    # INN: Jacobian regularisation, weight * (Hutchinson estimate of ||dF/dH||_F^2 at the
+    # solution per state entry) added to the loss every jacobian_every-th batch (0: off)
+    jacobian_weight: float = 0.0
+    jacobian_samples: int = 1
+    jacobian_every: int = 1
 
     def __post_init__(self) -> None:
         if self.loss not in LOSS_NORMALISATIONS:
             raise InnError(f"training.loss must be one of {', '.join(LOSS_NORMALISATIONS)}, not {self.loss!r}")
+        if self.jacobian_weight < 0 or self.jacobian_samples < 1 or self.jacobian_every < 1:
+            raise InnError("training: jacobian_weight must be >= 0, jacobian_samples and jacobian_every positive")
         if self.batch_size < 1 or self.lr <= 0 or self.max_epochs < 1:
             raise InnError("training: batch_size and max_epochs must be positive and lr > 0")
 
@@ -201,6 +208,7 @@ class SolverTally:
         self.nonconverged = 0
         self.backward_nonconverged = 0
         self.backward = 0.0
+        self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
 
     def add(self, layer) -> None:
         stats = getattr(layer, "last_stats", None)
@@ -221,7 +229,8 @@ class SolverTally:
         n = max(self.batches, 1)
         return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
                 "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
-                "backward_iters": self.backward / n}
+                "backward_iters": self.backward / n,
+                **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
 
 
 class WarmStarts:
@@ -474,12 +483,19 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
             batch = B.to_device(batch, device)
             rows = torch.tensor(index, device=device)
             warm_start = warm.gather(rows, batch["mask"].shape[1]) if warm is not None else None
+            regularise = is_inn and cfg.jacobian_weight > 0 and (number - 1) % cfg.jacobian_every == 0
+            if is_inn:
+                model.rnn.jacobian_samples = cfg.jacobian_samples if regularise else 0
             try:
                 loss_sum, n, _ = token_losses(model, batch, warm_start)
             except InnError as exc:
                 raise InnError(f"epoch {epoch}, batch {number}: {exc}; stopped, the last good checkpoint "
                                f"({last_path.name}) is kept") from None
             loss = loss_sum / {"sentence": len(index), "token": max(int(n), 1), "sum": 1}[cfg.loss]
+            if regularise:
+                penalty = model.rnn.last_jacobian_penalty
+                tally.jacobian.append(float(penalty.detach()))
+                loss = loss + cfg.jacobian_weight * penalty
             if not torch.isfinite(loss):
                 raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; stopped, "
                                f"the last good checkpoint ({last_path} after epoch {epoch - 1}) is kept; "

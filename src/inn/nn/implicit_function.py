@@ -120,3 +120,22 @@ def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: A
     H = H.detach()
     FH, lin = layer.linearized_transition(xi, H, mask, X, system)
     return ImplicitBackward.apply(FH, layer, lin)
+
+
+def jacobian_frobenius(F: Any, H: Tensor, mask: Tensor, samples: int = 1) -> Tensor:
+    """Hutchinson's estimate of ||dF/dH||_F^2 at H per sequence, (B,), differentiable in the
+    parameters (Jacobian regularisation, Bai, Koltun & Kolter 2021; TorchDEQ's ``jac_reg``).
+
+    E ||J^T v||^2 = tr(J J^T) = ||J||_F^2 for v ~ N(0, I): each of ``samples`` costs one
+    vector-Jacobian product with a graph (a double backward through one F). ``F``: H -> F(H)
+    with autograd in the parameters, e.g. ``lambda Z: layer.transition(xi, Z, mask, X)``.
+    """
+    H = H.detach().requires_grad_(True)
+    FH = F(H)
+    maskf = mask.unsqueeze(-1).to(H.dtype)
+    total = H.new_zeros(H.shape[0])
+    for _ in range(samples):
+        v = torch.randn_like(H) * maskf
+        (vj,) = torch.autograd.grad(FH, H, v, create_graph=True)
+        total = total + vj.pow(2).flatten(1).sum(1)
+    return total / samples

@@ -487,6 +487,10 @@ class ImplicitGRU(nn.Module):
         self.last_backward_stats = None
         self.last_solution = None  # H of the last forward call, detached (for warm starts)
         self.adjoint_start = None  # the next backward's adjoint starting point (used once)
+        # Jacobian regularisation: with jacobian_samples > 0, a forward with gradients also
+        # leaves the Hutchinson estimate of ||dF/dH||_F^2 per state entry (differentiable)
+        self.jacobian_samples = 0
+        self.last_jacobian_penalty = None
         self.last_adjoint = None  # u of the last backward, detached (for adjoint warm starts)
 
     def reset_parameters(self) -> None:
@@ -557,6 +561,12 @@ class ImplicitGRU(nn.Module):
             H, stats = solve(system, self.solver, start=start, **self.options)
         self.last_stats = stats
         self.last_solution = H
+        self.last_jacobian_penalty = None
         if not needs_grad:
             return H
+        if self.jacobian_samples:
+            from inn.nn.implicit_function import jacobian_frobenius
+
+            fro2 = jacobian_frobenius(lambda Z: self.transition(xi, Z, mask, X), H, mask, self.jacobian_samples)
+            self.last_jacobian_penalty = fro2.sum() / (mask.sum() * self.hidden_size).clamp_min(1)
         return implicit_solution(self, xi, mask, H, system, X)
