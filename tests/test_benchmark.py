@@ -36,9 +36,17 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
     out = tmp_path / "bench.csv"
     main(["--hidden", "6", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder", "0.5",
-          "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point",
-          "--checkpoint", str(ckpt), "--prefix", "inn.", "--out", str(out)])
+          "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point", "anderson_jacobian_free",
+          "--checkpoint", str(ckpt), "--prefix", "inn.", "--peers", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
+    # gradients against the tight exact adjoint: the exact solvers' to about tol, the
+    # Jacobian-free one measurably off
+    for r in rows:
+        if r["method"] == "anderson":
+            assert float(r["grad_error"]) < 1e-2 and float(r["grad_cosine"]) > 0.999
+        if r["method"] == "anderson_jacobian_free":
+            assert float(r["grad_error"]) > 10 * float(next(q["grad_error"] for q in rows if q["method"] == "anderson"
+                                                             and q["weights"] == r["weights"] and q["n"] == r["n"]))
     assert {r["weights"] for r in rows} == {"init", "harder0.5", "checkpoint"}
     assert {r["method"] for r in rows} >= {"paper", "anderson", "bigru", "bilstm"}
     assert all(float(r["forward_s"]) > 0 for r in rows)
@@ -55,3 +63,40 @@ def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
     lstm = [r for r in rows if r["method"] == "implicit_lstm"]
     assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
     assert all(float(r["forward_backward_s"]) > 0 for r in rows)
+
+def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
+    """TorchDEQ's rows: every sequence at tol in OUR residual definition (recomputed here
+    from the layer's F at a solution solved by our own solver), F evaluations counted."""
+    pytest.importorskip("torchdeq")
+    from inn.peers import PEERS, Peer
+
+    torch.manual_seed(0)
+    layer = ImplicitGRU(5, 5, solver="anderson", tol=1e-6)
+    xi, mask = torch.randn(3, 6, 5), torch.ones(3, 6, dtype=torch.bool)
+    with torch.no_grad():
+        ours = layer(xi, mask)
+    for name in PEERS:
+        peer = Peer(name, layer, xi, mask, torch.randn(3, 6, 5), tol=1e-5)
+        figures = peer.figures()
+        assert figures["failed"] == 0 and figures["residual_max"] <= 1e-5
+        assert figures["function_evals"] >= figures["newton_mean"] >= 1
+        assert torch.allclose(peer.forward(), ours, atol=1e-4)
+    assert figures["backward_residual_max"] <= 1e-5 and figures["backward_iterations"] >= 1
+    out = tmp_path / "b.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "gru", "--peers", "torchdeq_anderson", "torchdeq_ift", "--out", str(out)])
+    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
+    assert math.isnan(float(rows["torchdeq_anderson"]["forward_backward_s"]))
+    assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
+
+
+def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch, capsys):
+    with pytest.raises(InnError, match="unknown peer"):
+        main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.csv")])
+    monkeypatch.setattr("inn.benchmark.available", lambda: False)
+    out = tmp_path / "b.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "--out", str(out)])
+    assert "TorchDEQ peers skipped" in capsys.readouterr().out
+    assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson"}

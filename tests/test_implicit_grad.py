@@ -84,3 +84,109 @@ def test_mixed_precision_adjoint_reaches_the_float64_gradients(low_precision, mo
         grads.append(torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in lay.parameters()]).double())
     assert layer.last_backward_stats.converged.all() and len(passes) == int(low_precision)
     assert float((grads[1] - grads[0]).norm() / grads[0].norm()) < 1e-4
+
+
+def _gradients(layer, xi, mask, target):
+    x = xi.clone().requires_grad_(True)
+    layer.zero_grad(set_to_none=True)
+    (layer(x, mask) * target).sum().backward()
+    return torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in layer.parameters()])
+
+
+def _approximate_and_exact(scale=1.0, zero_recurrent=False, lengths=(6, 2, 4), **backward):
+    torch.manual_seed(0)
+    exact = make_layer(scale=scale, tol=1e-12, backward_solver="direct")
+    approx = make_layer(tol=1e-12, **backward)
+    if zero_recurrent:
+        with torch.no_grad():
+            for p in (exact.weight_pn, exact.weight_zr, exact.weight_c):
+                p.zero_()
+    approx.load_state_dict(exact.state_dict())
+    xi, mask = make_batch(B=3, n=6, lengths=list(lengths))
+    target = torch.randn(3, 6, 6, dtype=torch.float64)
+    return _gradients(approx, xi, mask, target), _gradients(exact, xi, mask, target)
+
+
+@pytest.mark.parametrize("backward", [dict(backward_solver="phantom", backward_steps=3, backward_damping=0.7),
+                                      dict(backward_solver="jacobian_free"), dict(backward_solver="preconditioned")])
+def test_approximate_backward_is_exact_without_neighbours(backward):
+    """Length-1 sentences have no coupling (dF/dH = 0): every approximation is the exact
+    gradient there (the phantom's damped series sums to 1 - (1 - tau)^steps of it, hence tau 1)."""
+    if backward["backward_solver"] == "phantom":
+        backward = dict(backward, backward_damping=1.0)
+    got, want = _approximate_and_exact(lengths=(1, 1, 1), **backward)
+    assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_preconditioned_backward_is_exact_when_the_recurrent_matrices_vanish():
+    """With U = 0, dF/dH is the copy coupling D alone, which the preconditioner inverts
+    exactly; the Jacobian-free gradient, which ignores D, is then measurably off."""
+    got, want = _approximate_and_exact(zero_recurrent=True, backward_solver="preconditioned")
+    assert torch.allclose(got, want, atol=1e-10)
+    free, _ = _approximate_and_exact(zero_recurrent=True, backward_solver="jacobian_free")
+    assert (free - want).norm() > 1e-3 * want.norm()
+
+
+@pytest.mark.parametrize("damping", [1.0, 0.6])
+def test_phantom_gradient_error_shrinks_with_every_step(damping):
+    errors = []
+    for steps in (1, 2, 4, 8, 16, 64):
+        got, want = _approximate_and_exact(backward_solver="phantom", backward_steps=steps, backward_damping=damping)
+        errors.append(float((got - want).norm() / want.norm()))
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-6 < errors[0]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(backward_solver="neumann"), "unknown backward solver 'neumann'"),
+    (dict(backward_solver="phantom", backward_steps=0), "backward_steps must be a positive integer"),
+    (dict(backward_solver="phantom", backward_damping=1.5), r"backward_damping must be a number in \(0, 1\]"),
+    (dict(backward_solver="anderson", backward_steps=3), "takes no backward_steps"),
+])
+def test_backward_options_are_validated_in_one_line(options, message):
+    from inn.errors import InnError
+
+    with pytest.raises(InnError, match=message):
+        make_layer(**options)
+
+
+@pytest.mark.parametrize("method", ["anderson", "anderson_red_black", "bicgstab", "fixed_point"])
+def test_adjoint_warm_start_reaches_the_same_gradient_in_fewer_iterations(method):
+    """A second identical backward started from the first one's adjoint: the same gradient
+    (to tol), fewer adjoint iterations; the start is used once."""
+    layer = make_layer(scale=1.5, tol=1e-10, backward_solver=method, backward_tol=1e-8, backward_max_iter=2000)
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 2, 4])
+    target = torch.randn(3, 6, 6, dtype=torch.float64)
+    cold = _gradients(layer, xi, mask, target)
+    cold_its = layer.last_backward_stats
+    layer.adjoint_start = layer.last_adjoint.float()  # stored in low precision, as the trainer does
+    warm = _gradients(layer, xi, mask, target)
+    warm_its = layer.last_backward_stats
+    assert layer.adjoint_start is None
+    its = (lambda st: (st.newton_iterations + st.krylov_iterations).sum())
+    assert its(warm_its) < its(cold_its)
+    assert torch.allclose(warm, cold, rtol=1e-6, atol=1e-7)
+
+
+def test_hutchinson_estimate_of_the_jacobian_norm_is_unbiased():
+    """Mean of many one-sample estimates against ||dF/dH||_F^2 from the dense Jacobian
+    (float64, a tiny system), within four standard errors; per sequence, padding ignored."""
+    from inn.nn.implicit_function import jacobian_frobenius
+
+    torch.manual_seed(0)
+    layer = make_layer(input_size=3, hidden=2, scale=2.0, tol=1e-12)
+    xi, mask = make_batch(B=2, n=3, input_size=3, lengths=[3, 2])
+    with torch.no_grad():
+        H = layer(xi, mask)
+    exact = []
+    for b in range(2):
+        m = int(mask[b].sum())
+        J = torch.autograd.functional.jacobian(lambda Z: layer.transition(xi[b:b + 1, :m], Z, mask[b:b + 1, :m]),
+                                               H[b:b + 1, :m])
+        exact.append(float(J.pow(2).sum()))
+    F = lambda Z: layer.transition(xi, Z, mask)  # noqa: E731
+    draws = torch.stack([jacobian_frobenius(F, H, mask).detach() for _ in range(3000)])
+    mean, se = draws.mean(0), draws.std(0) / 3000 ** 0.5
+    for b in range(2):
+        assert abs(float(mean[b]) - exact[b]) < 4 * float(se[b]), (float(mean[b]), exact[b], float(se[b]))
+    assert float(jacobian_frobenius(F, H, mask, samples=2).sum()) > 0

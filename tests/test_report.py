@@ -166,3 +166,31 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
     assert len(comparisons) == len(pd.read_csv(tables / "comparisons.tsv", sep="\t"))
     assert "Bayes floor" in comparisons.baseline.tolist()
     assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched
+
+
+def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
+    """Forward-only TorchDEQ rows get a forward table of their own, with each row's time over
+    our fastest solver's at the longest n."""
+    from inn.benchmark import Row, write_csv
+    from inn.report import benchmark_tables
+
+    common = dict(weights="init", hidden=8, batch=2, device="cpu", dtype="float32")
+    rows = []
+    for n in (10, 20):
+        rows += [Row(method="anderson", n=n, forward_s=0.01 * n, forward_backward_s=0.02 * n, function_evals=9,
+                     **common),
+                 Row(method="fixed_point", n=n, forward_s=0.02 * n, forward_backward_s=0.03 * n, **common),
+                 Row(method="torchdeq_anderson", n=n, forward_s=0.03 * n, function_evals=20, residual_max=5e-5,
+                     **common),
+                 Row(method="bigru", n=n, forward_s=0.001 * n, forward_backward_s=0.004 * n, **common)]
+    path = tmp_path / "benchmark" / "pos" / "ewt" / "inn" / "seed1.csv"
+    path.parent.mkdir(parents=True)
+    write_csv(path, rows)
+    tables = benchmark_tables([path])
+    assert [t["title"] for t in tables] == ["pos ewt: init weights, k = 8",
+                                            "pos ewt: init weights, k = 8: forward, ours and TorchDEQ's"]
+    forward = tables[1]["table"].set_index("method")
+    assert list(forward.index) == ["anderson", "fixed_point", "torchdeq_anderson"]
+    assert forward.loc["torchdeq_anderson", "x our best at n=20"] == pytest.approx(3.0)
+    assert forward.loc["torchdeq_anderson", "F at n=20"] == 20
+    assert np.isnan(tables[0]["table"].set_index("method").loc["torchdeq_anderson", "n=20"])

@@ -285,3 +285,37 @@ def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
                  "--out", str(tmp_path)]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
+
+
+def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, walk_dir):
+    """The previous epoch's adjoints, kept in last.pt. On these walks they are never closer than
+    the preconditioned start from zero (dL/dH moves more between epochs than H does): the
+    choice costs its one counted iteration, and the run learns as without them."""
+    cfg = _cfg(max_epochs=3, max_train=None, max_dev=None, warm_start_adjoint=True)
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
+    cold = train("walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start_adjoint=False),
+                 options, device="cpu")
+    warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
+    # epoch 1 has no adjoints to start from; later epochs start from the previous epoch's
+    pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
+    assert (warm.backward_iters.iloc[1:] <= cold.backward_iters.iloc[1:] + 1.05).all()
+    assert (warm.backward_nonconverged == 0).all()
+    assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same gradients, to tol
+    train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
+    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
+
+
+def test_jacobian_regularisation_adds_to_the_loss_and_trains(tmp_path, walk_dir):
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
+    plain = train("walks", walk_dir, "inn", tmp_path / "plain", cfg, options, device="cpu")
+    reg = train("walks", walk_dir, "inn", tmp_path / "reg",
+                dataclasses.replace(cfg, jacobian_weight=5.0, jacobian_every=2), options, device="cpu")
+    assert "jacobian_fro2" not in plain and (reg.jacobian_fro2 > 0).all()
+    # the penalty's gradient changes the training (train_loss itself is the task's loss alone)
+    assert (reg.train_loss - plain.train_loss).abs().max() > 1e-6
+    assert reg.nonconverged.sum() == 0 and reg.dev_error.notna().all()
+    with pytest.raises(InnError, match="jacobian_weight must be >= 0"):
+        dataclasses.replace(cfg, jacobian_weight=-1.0)

@@ -27,6 +27,7 @@ minimum is the least disturbed figure.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import io
 import itertools
@@ -44,6 +45,7 @@ from torch import nn
 from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
+from inn.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,13 @@ METHODS: dict[str, tuple[str, dict]] = {
     "fixed_point": ("fixed_point", {}),
     # the implicit LSTM (inn.nn.ImplicitLSTM) with the workflow's default solver, fresh weights
     "implicit_lstm": ("anderson", {}),
+
+    # Anderson's forward with an approximate backward (inn.nn.implicit_function): their
+    # gradient error against the exact adjoint is in the grad_cosine / grad_error columns
+    "anderson_phantom5": ("anderson", {"backward_solver": "phantom", "backward_steps": 5}),
+    "anderson_phantom20": ("anderson", {"backward_solver": "phantom", "backward_steps": 20}),
+    "anderson_jacobian_free": ("anderson", {"backward_solver": "jacobian_free"}),
+    "anderson_preconditioned": ("anderson", {"backward_solver": "preconditioned"}),
 }
 #: methods whose layer is another cell than the implicit GRU (their own fresh weights)
 OTHER_CELLS = ("implicit_lstm",)
@@ -88,6 +97,8 @@ class Row:
     failed: int = 0
     backward_iterations: float = float("nan")
     backward_residual_max: float = float("nan")
+    grad_cosine: float = float("nan")  #: of the parameters' gradient with the exact one (tight adjoint)
+    grad_error: float = float("nan")  #: ||g - g_exact|| / ||g_exact||, the same gradients
     note: str = ""
 
 
@@ -250,8 +261,25 @@ def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object]
     return forward, forward_backward
 
 
-def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
-    """Iterations and residuals of one forward and one forward+backward, and their times."""
+def _parameter_gradient(layer) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in layer.parameters() if p.grad is not None]).double()
+
+
+def _exact_gradient(base, xi, mask, target, tol: float) -> torch.Tensor:
+    """The parameters' gradient of the benchmark's loss with forward and adjoint solved 100x
+    tighter than the benchmark's tol (the reference of the grad_* columns)."""
+    layer = copy.deepcopy(base)
+    layer.solver, layer.options = "anderson", {"tol": tol / 100, "max_iter": 1000}
+    layer.backward_options = {"backward_solver": "anderson", "backward_low_precision": False, "backward_max_iter": 1000}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _implicit_closures(layer, xi, mask, target)[1]()
+    return _parameter_gradient(layer)
+
+
+def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Tensor | None = None) -> dict:
+    """Iterations and residuals of one forward and one forward+backward, and their times;
+    with ``exact``, the parameters' gradient's cosine and relative error against it."""
     now = time.process_time if clock == "process" else time.perf_counter
     out: dict = {}
     forward, forward_backward = _implicit_closures(layer, xi, mask, target)
@@ -273,6 +301,10 @@ def _solver_figures(layer, xi, mask, target, device, clock: str) -> dict:
         out["backward_iterations"] = float(its.float().mean())
         out["backward_residual_max"] = float(bst.residual.max())
         out["failed"] += bst.num_failed
+    if exact is not None:
+        got = _parameter_gradient(layer)
+        out["grad_cosine"] = float(torch.nn.functional.cosine_similarity(got, exact, dim=0))
+        out["grad_error"] = float((got - exact).norm() / exact.norm())
     return out
 
 
@@ -333,6 +365,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                           threads=torch.get_num_threads(), clock=args.clock)
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
+            exact = _exact_gradient(base, xi, mask, target, args.tol)
             for method in args.methods:
                 row = row_of[method] = Row(method=method, **common)
                 if method in slow:
@@ -348,7 +381,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock).items():
+                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, exact).items():
                         setattr(row, key, value)
                 if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
                     # too slow to repeat: keep this one measurement, skip longer n
@@ -356,6 +389,8 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.note = "timed once"
                     continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
+            for peer in args.peers:
+                _add_peer(peer, base, xi, mask, target, args, row_of, closures, common, slow)
             for kind in args.baselines:
                 row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
                 closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
@@ -365,12 +400,38 @@ def run(args: argparse.Namespace) -> list[Row]:
             for name, row in row_of.items():
                 if name + "/fwd" in times:
                     row.forward_s = times[name + "/fwd"]
-                    row.forward_backward_s = times[name + "/fb"]
+                    row.forward_backward_s = times.get(name + "/fb", float("nan"))
                 rows.append(row)
                 log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
                          weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
                          row.krylov_mean, row.residual_max, row.failed, row.note)
     return rows
+
+
+def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
+              slow: set[str]) -> None:
+    """A TorchDEQ row (:mod:`inn.peers`) on the same layer weights and batch as ours; like
+    ours, timed once and skipped at longer n when one run exceeds the --max-seconds share."""
+    from inn.peers import Peer
+
+    row = row_of[name] = Row(method=name, **common)
+    if name in slow:
+        row.note = "skipped: too slow at a shorter n (--max-seconds)"
+        return
+    peer = Peer(name, layer, xi, mask, target, args.tol)
+    now = time.process_time if args.clock == "process" else time.perf_counter
+    start = now()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for key, value in peer.figures().items():
+            setattr(row, key, value)
+    if now() - start > args.max_seconds / (args.repeats + 1):
+        slow.add(name)
+        row.note = "figures only: too slow to repeat"
+        return
+    closures[name + "/fwd"] = peer.forward
+    if peer.forward_backward is not None:
+        closures[name + "/fb"] = peer.forward_backward
 
 
 def jvp_variants(args: argparse.Namespace) -> list[dict]:
@@ -439,20 +500,21 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     """A plain-text table of the measurements, ratios to the BiGRU and the fits."""
     buf = io.StringIO()
     ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
-    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<14} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
-              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6}\n")
+    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
+              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
     for r in rows:
         g = ref.get((r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
-        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<14} {r.forward_s:>8.4f} "
+        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
-                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f}"
+                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
+                  f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
                   f"{'  ' + r.note if r.note else ''}\n")
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
-    buf.write(f"{'weights':<11} {'k':>4} {'method':<14} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
+    buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
               f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6}\n")
     for f in fit_rows:
-        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<14} {f['forward_s_a']:>9.2e} "
+        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
                   f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_backward_s_a']:>9.2e} "
                   f"{f['forward_backward_s_p']:>6.2f} {f['forward_backward_s_r2']:>6.3f}\n")
     return buf.getvalue()
@@ -483,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
                         help=f"implicit methods: {', '.join(METHODS)}")
+    parser.add_argument("--peers", nargs="*", default=None,
+                        help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
+                             "installed; none without it): " + ", ".join(PEERS))
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
@@ -518,6 +583,15 @@ def main(argv: list[str] | None = None) -> None:
         raise InnError("--clock process measures CPU time: use it with --device cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
+    unknown = sorted(set(args.peers or ()) - set(PEERS))
+    if unknown:
+        raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
+    peer_note = ""
+    if not available():
+        peer_note = MISSING_NOTE if args.peers is None or args.peers else ""
+        args.peers = []
+    elif args.peers is None:
+        args.peers = list(PEERS)
     if args.jvp_only:
         variants = jvp_variants(args)
         with atomic_open(args.out, newline="", encoding="utf-8") as handle:
@@ -532,5 +606,7 @@ def main(argv: list[str] | None = None) -> None:
     write_csv(args.out, rows)
     fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
     write_fits_csv(fits_out, fit_rows)
-    print(format_table(rows, fit_rows))
+    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, METHODS)))
+    if peer_note:
+        log.warning(peer_note)
     log.info("wrote %s and %s", args.out, fits_out)

@@ -209,8 +209,11 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
             if "bigru" in pivot.index:
                 pivot[f"x BiGRU at n={longest}"] = pivot[longest] / pivot.loc["bigru", longest]
             pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
-            tables.append({"title": f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}",
-                           "table": pivot.reset_index()})
+            title = f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}"
+            tables.append({"title": title, "table": pivot.reset_index()})
+            peers = group[group.method.str.startswith("torchdeq")]
+            if not peers.empty:
+                tables.append({"title": f"{title}: forward, ours and TorchDEQ's", "table": _forward_table(group)})
     return tables
 
 
@@ -258,6 +261,22 @@ def table2_figure(table2: pd.DataFrame) -> str | None:
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return figure_uri(fig)
+
+def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
+    """Forward seconds of our solvers and TorchDEQ's on the same systems (its solvers have no
+    backward of their own), with F evaluations, the final residual in our definition and the
+    failed sequences at the longest n, and each row's time over our fastest there."""
+    implicit = group[~group.method.isin(["bigru", "bilstm"])]
+    pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
+    pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
+    longest = pivot.columns.max()
+    last = implicit[implicit.n == longest].groupby("method", sort=False)
+    pivot.columns = [f"n={c}" for c in pivot.columns]
+    for column, name in (("function_evals", "F"), ("residual_max", "residual"), ("failed", "failed")):
+        pivot[f"{name} at n={longest}"] = last[column].max()
+    ours = pivot.loc[[m for m in pivot.index if not m.startswith("torchdeq")], f"n={longest}"].min()
+    pivot[f"x our best at n={longest}"] = pivot[f"n={longest}"] / ours
+    return pivot.reset_index()
 
 
 def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:

@@ -114,6 +114,13 @@ class TrainConfig:
     seed: int = 1
     # INN: start each training sentence's solve from its solution in the previous epoch
     warm_start: bool = True
+    # INN: the same for the adjoint solve of the backward pass (its previous epoch's adjoint)
+    warm_start_adjoint: bool = False
+    # INN: Jacobian regularisation, weight * (Hutchinson estimate of ||dF/dH||_F^2 at the
+    # solution per state entry) added to the loss every jacobian_every-th batch (0: off)
+    jacobian_weight: float = 0.0
+    jacobian_samples: int = 1
+    jacobian_every: int = 1
 
     def __post_init__(self) -> None:
         _check_types(asdict(self), typing.get_type_hints(TrainConfig), "training")
@@ -124,13 +131,15 @@ class TrainConfig:
         for name in ("max_train", "max_dev"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InnError(f"training.{name} must be at least 1, or null for all sequences")
+        if self.jacobian_weight < 0 or self.jacobian_samples < 1 or self.jacobian_every < 1:
+            raise InnError("training: jacobian_weight must be >= 0, jacobian_samples and jacobian_every positive")
 
 
 #: model settings a run may give (the rest of ModelConfig comes from the data)
 MODEL_OPTIONS = {"hidden_size", "solver", "solver_options", "trainable_boundary"}
 
 #: settings that may change between an interrupted run and its resumption
-RESUMABLE_CHANGES = {"max_epochs", "patience", "warm_start"}
+RESUMABLE_CHANGES = {"max_epochs", "patience", "warm_start", "warm_start_adjoint"}
 
 
 # --------------------------------------------------------------------------- data
@@ -244,6 +253,8 @@ class SolverTally:
         self.residual = 0.0
         self.nonconverged = 0
         self.backward_nonconverged = 0
+        self.backward = 0.0
+        self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
 
     def add(self, layer) -> None:
         stats = getattr(layer, "last_stats", None)
@@ -257,12 +268,15 @@ class SolverTally:
         back = getattr(layer, "last_backward_stats", None)
         if back is not None:
             self.backward_nonconverged += back.num_failed
+            self.backward += float((back.newton_iterations + back.krylov_iterations).float().mean())
             layer.last_backward_stats = None
 
     def row(self) -> dict[str, float]:
         n = max(self.batches, 1)
         return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
-                "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged}
+                "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
+                "backward_iters": self.backward / n,
+                **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
 
 
 class WarmStarts:
@@ -277,14 +291,17 @@ class WarmStarts:
     ``last.pt``, so a resumed run starts its solves from the same points as an uninterrupted
     one. A batch none of whose sequences has been solved yet gets no start
     (the solver's own candidates, as without warm starts); in a mixed batch the unsolved ones
-    start from zero.
+    start from zero. The adjoints of the backward pass are kept the same way
+    (``warm_start_adjoint``), in bfloat16: gradients have no bound, and a starting point
+    needs their range more than their digits.
     """
 
-    def __init__(self, lengths: list[int], width: int, device: torch.device) -> None:
+    def __init__(self, lengths: list[int], width: int, device: torch.device,
+                 dtype: torch.dtype = torch.float16) -> None:
         """``width``: the layer's state width (``state_size``: k for the implicit GRU, 2k for
         the implicit LSTM's [h; c], whose |c| may exceed 1 but stays far inside float16)."""
         self.offsets = torch.tensor([0, *itertools.accumulate(lengths)], device=device)
-        self.states = torch.zeros(int(self.offsets[-1]), width, dtype=torch.float16, device=device)
+        self.states = torch.zeros(int(self.offsets[-1]), width, dtype=dtype, device=device)
         self.solved = torch.zeros(len(lengths), dtype=torch.bool, device=device)
 
     def _rows(self, index: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -448,6 +465,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
     warm = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_)
             if model_cfg.implicit and cfg.warm_start else None)
+    warm_adjoint = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_, torch.bfloat16)
+                    if model_cfg.implicit and cfg.warm_start_adjoint else None)
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0,
              "prev_perplexity": None, "history": []}
     saved = _resume_point(last_path, dev_, settings)
@@ -457,6 +476,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         state = saved["train_state"]
         if warm is not None and "warm_starts" in saved:
             warm.load_state_dict(saved["warm_starts"])
+        if warm_adjoint is not None and "warm_adjoints" in saved:
+            warm_adjoint.load_state_dict(saved["warm_adjoints"])
         log.info("resuming %s from %s after epoch %d", model_name, last_path, state["epoch"])
     log.info("%s on %s: %d parameters, hidden %d, %d train / %d dev sequences, device %s, %d threads",
              model_name, task, model.num_parameters(), model_cfg.hidden_size, len(data.train), len(data.dev),
@@ -468,7 +489,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             log.info("stopping after %d epoch(s) in this call; %s resumes", epochs_run, last_path)
             return pd.DataFrame(state["history"])
         epoch = state["epoch"] + 1
-        row = _train_epoch(model, optimizer, data, cfg, state["lr"], epoch, dev_, last_path, warm)
+        row = _train_epoch(model, optimizer, data, cfg, state["lr"], epoch, dev_, last_path, warm, warm_adjoint)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
         row = _order(row, task)
@@ -490,6 +511,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         payload.update(optimizer=optimizer.state_dict(), train_state=state)
         if warm is not None:
             payload["warm_starts"] = warm.state_dict()
+        if warm_adjoint is not None:
+            payload["warm_adjoints"] = warm_adjoint.state_dict()
         torch_save(payload, last_path)
         write_tsv(out_dir / "history.tsv", pd.DataFrame(state["history"]))
         metric = "dev_accuracy" if task == "pos" else "dev_error"
@@ -536,9 +559,11 @@ def _order(row: dict, task: str) -> dict:
 
 
 def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, epoch: int,
-                 device: torch.device, last_path: Path, warm: WarmStarts | None = None) -> dict:
+                 device: torch.device, last_path: Path, warm: WarmStarts | None = None,
+                 warm_adjoint: WarmStarts | None = None) -> dict:
     """One pass over the training data; returns the history row's training part. ``warm``:
-    the INN's solutions from the previous epoch, updated batch by batch."""
+    the INN's solutions from the previous epoch, updated batch by batch; ``warm_adjoint``
+    the same for its backward pass's adjoints."""
     model.train()
     seed = _epoch_seed(cfg.seed, epoch)
     torch.manual_seed(seed)  # dropout: each epoch its own stream, so a resumed run matches
@@ -559,21 +584,32 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
             batch = B.to_device(batch, device)
             rows = torch.tensor(index, device=device)
             warm_start = warm.gather(rows, batch["mask"].shape[1]) if warm is not None else None
+            regularise = is_inn and cfg.jacobian_weight > 0 and (number - 1) % cfg.jacobian_every == 0
+            if is_inn:
+                model.rnn.jacobian_samples = cfg.jacobian_samples if regularise else 0
             try:
                 loss_sum, n, _ = token_losses(model, batch, warm_start)
             except InnError as exc:
                 raise InnError(f"epoch {epoch}, batch {number}: {exc}; {_stop_note(last_path, epoch)}") from None
             loss = loss_sum / {"sentence": len(index), "token": max(int(n), 1), "sum": 1}[cfg.loss]
+            if regularise:
+                penalty = model.rnn.last_jacobian_penalty
+                tally.jacobian.append(float(penalty.detach()))
+                loss = loss + cfg.jacobian_weight * penalty
             if not torch.isfinite(loss):
                 raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; "
                                f"{_stop_note(last_path, epoch)}; lower training.lr or set training.clip")
             if warm is not None:
                 warm.update(rows, model.rnn.last_solution)
             optimizer.zero_grad(set_to_none=True)
+            if warm_adjoint is not None:
+                model.rnn.adjoint_start = warm_adjoint.gather(rows, batch["mask"].shape[1])
             try:
                 loss.backward()
             except InnError as exc:
                 raise InnError(f"epoch {epoch}, batch {number}: {exc}; {_stop_note(last_path, epoch)}") from None
+            if warm_adjoint is not None and model.rnn.last_adjoint is not None:
+                warm_adjoint.update(rows, model.rnn.last_adjoint)
             if cfg.clip is not None:
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
                 if not torch.isfinite(norm):

@@ -64,6 +64,8 @@ rule benchmark_implicit:
         hidden=inn_hidden_size,
         tol=config["solver"]["tol"],
         device=config["device"],
+        # TorchDEQ's rows when installed (the benchmark's default), none when turned off
+        peers="" if config["timing"]["benchmark"].get("peers", True) else " --peers",
     threads: config["resources"]["threads"]
     resources:
         gpu=gpus,
@@ -76,4 +78,4 @@ rule benchmark_implicit:
         " --harder --lengths {params.timing[lengths]}"
         " --batch {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"
-        " --threads {threads} --out {output.measurements} --fits-out {output.fits} 2> {log}"
+        " --threads {threads}{params.peers} --out {output.measurements} --fits-out {output.fits} 2> {log}"

@@ -18,6 +18,17 @@ products ("bicgstab", the paper's choice), by Anderson or plain iteration with w
 products ("anderson_jacobi", "fixed_point"), or exactly through the block-tridiagonal
 structure ("direct"). Its tolerance (``backward_tol``,
 relative to ||dL/dH||) defaults to the forward ``tol``.
+
+Approximate backward passes skip the solve (:data:`inn.solvers.APPROXIMATE_ADJOINTS`): the
+phantom gradient ("phantom": ``backward_steps`` damped unrolled steps at the solution,
+``backward_damping``), the Jacobian-free gradient ("jacobian_free": u = dL/dH) and the
+preconditioner-only gradient ("preconditioned": u = (I - D^T)^{-1} dL/dH, D the copy
+coupling). Off by default: their gradient error is measured by ``inn benchmark``.
+
+Adjoint warm start: a tensor set as ``layer.adjoint_start`` between the forward and the
+backward (the trainer's: the same sentences' adjoints from the previous epoch) is the exact
+adjoint solvers' starting point, used once; every backward leaves its u in
+``layer.last_adjoint`` (detached).
 """
 
 from __future__ import annotations
@@ -29,7 +40,30 @@ import torch
 from torch import Tensor
 
 from inn.errors import InnError
-from inn.solvers import ADJOINT_SOLVERS, ConvergenceWarning
+from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning
+
+#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``)
+BACKWARD_OPTIONS = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision",
+                    "backward_steps", "backward_damping")
+
+
+def check_backward_options(options: dict[str, Any]) -> None:
+    """Raise :class:`InnError` (one line) for an unknown backward solver or an option it
+    does not take or whose value is out of range."""
+    method = options.get("backward_solver", "anderson")
+    if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS:
+        raise InnError(f"unknown backward solver {method!r}; choose one of "
+                       f"{', '.join([*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
+    own = {f"backward_{key}" for key in APPROXIMATE_OPTIONS.get(method, {})}
+    stray = sorted({"backward_steps", "backward_damping"} & set(options) - own)
+    if stray:
+        raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
+    steps = options.get("backward_steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InnError(f"backward_steps must be a positive integer, not {steps!r}")
+    damping = options.get("backward_damping", 1.0)
+    if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0 < damping <= 1:
+        raise InnError(f"backward_damping must be a number in (0, 1], not {damping!r}")
 
 
 class ImplicitBackward(torch.autograd.Function):
@@ -50,14 +84,22 @@ class ImplicitBackward(torch.autograd.Function):
         if tol is None:
             tol = float(layer.options.get("tol", 1e-4))
         max_iter = opts.pop("backward_max_iter", 200)
-        if method not in ADJOINT_SOLVERS:
-            raise InnError(f"unknown backward solver {method!r}; choose one of {', '.join(ADJOINT_SOLVERS)}")
-        extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+        check_backward_options(layer.backward_options)
         lin = ctx.lin
         with torch.no_grad():
             # padded outputs are constant zero: their incoming gradient is irrelevant
             g = grad * lin.system.maskf
-            u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
+            if method in APPROXIMATE_ADJOINTS:
+                extra = {key: opts.get(f"backward_{key}", value) for key, value in APPROXIMATE_OPTIONS[method].items()}
+                u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
+            else:
+                extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+                start = getattr(layer, "adjoint_start", None)
+                if start is not None and start.shape == g.shape:
+                    extra["u0"] = start.to(g.dtype) * lin.system.maskf
+                u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
+        layer.adjoint_start = None  # one backward's start
+        layer.last_adjoint = u
         layer.last_backward_stats = stats
         if stats.num_failed:
             message = (
@@ -78,3 +120,22 @@ def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: A
     H = H.detach()
     FH, lin = layer.linearized_transition(xi, H, mask, X, system)
     return ImplicitBackward.apply(FH, layer, lin)
+
+
+def jacobian_frobenius(F: Any, H: Tensor, mask: Tensor, samples: int = 1) -> Tensor:
+    """Hutchinson's estimate of ||dF/dH||_F^2 at H per sequence, (B,), differentiable in the
+    parameters (Jacobian regularisation, Bai, Koltun & Kolter 2021; TorchDEQ's ``jac_reg``).
+
+    E ||J^T v||^2 = tr(J J^T) = ||J||_F^2 for v ~ N(0, I): each of ``samples`` costs one
+    vector-Jacobian product with a graph (a double backward through one F). ``F``: H -> F(H)
+    with autograd in the parameters, e.g. ``lambda Z: layer.transition(xi, Z, mask, X)``.
+    """
+    H = H.detach().requires_grad_(True)
+    FH = F(H)
+    maskf = mask.unsqueeze(-1).to(H.dtype)
+    total = H.new_zeros(H.shape[0])
+    for _ in range(samples):
+        v = torch.randn_like(H) * maskf
+        (vj,) = torch.autograd.grad(FH, H, v, create_graph=True)
+        total = total + vj.pow(2).flatten(1).sum(1)
+    return total / samples

@@ -273,7 +273,9 @@ class ImplicitLayer(nn.Module):
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
             ``backward_tol`` (default: ``tol``), ``backward_max_iter`` (default 200) and
             ``backward_low_precision`` (the ``"anderson"`` adjoint's mixed precision, as the
-            forward's ``low_precision``; default ``"auto"``).
+            forward's ``low_precision``; default ``"auto"``); or an approximate backward
+            (``"phantom"`` with ``backward_steps`` and ``backward_damping``,
+            ``"jacobian_free"``, ``"preconditioned"``: :mod:`inn.nn.implicit_function`).
 
     A subclass sets ``System`` and ``input_blocks`` (input terms per hidden unit), registers
     its recurrent weights after ``super().__init__`` and returns them from
@@ -284,7 +286,8 @@ class ImplicitLayer(nn.Module):
     call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
     sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve;
     ``last_solution`` is that call's state (B, n, state_size), detached (what a warm start of
-    the next solve of the same sentences starts from).
+    the next solve of the same sentences starts from); likewise ``adjoint_start`` (set before a
+    backward) and ``last_adjoint`` for the adjoint solve (:mod:`inn.nn.implicit_function`).
     """
 
     System: type[ImplicitSystem]
@@ -300,8 +303,10 @@ class ImplicitLayer(nn.Module):
         self.hidden_size = hidden_size
         self.state_size = self.System.state_factor * hidden_size  # the width of the solved state
         self.solver = solver
-        backward_keys = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision")
-        self.backward_options = {key: options.pop(key) for key in backward_keys if key in options}
+        from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
+
+        self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
+        check_backward_options(self.backward_options)
         check_options(solver, options)
         self.options = options
         self.weight_x = nn.Parameter(torch.empty(self.input_blocks * hidden_size, input_size))
@@ -309,6 +314,12 @@ class ImplicitLayer(nn.Module):
         self.last_stats = None
         self.last_backward_stats = None
         self.last_solution = None  # the state of the last forward call, detached (for warm starts)
+        self.adjoint_start = None  # the next backward's adjoint starting point (used once)
+        self.last_adjoint = None  # u of the last backward, detached (for adjoint warm starts)
+        # Jacobian regularisation: with jacobian_samples > 0, a forward with gradients also
+        # leaves the Hutchinson estimate of ||dF/dH||_F^2 per state entry (differentiable)
+        self.jacobian_samples = 0
+        self.last_jacobian_penalty = None
 
     def _boundaries(self, trainable: bool) -> None:
         """The states beyond the ends, zero: learned parameters, or fixed buffers (the paper)."""
@@ -396,6 +407,12 @@ class ImplicitLayer(nn.Module):
             H, stats = solve(system, self.solver, start=start, **self.options)
         self.last_stats = stats
         self.last_solution = H
+        self.last_jacobian_penalty = None
         if not needs_grad:
             return self.output(H)
+        if self.jacobian_samples:
+            from inn.nn.implicit_function import jacobian_frobenius
+
+            fro2 = jacobian_frobenius(lambda Z: self.transition(xi, Z, mask, X), H, mask, self.jacobian_samples)
+            self.last_jacobian_penalty = fro2.sum() / (mask.sum() * self.state_size).clamp_min(1)
         return self.output(implicit_solution(self, xi, mask, H, system, X))

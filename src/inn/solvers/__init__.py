@@ -35,6 +35,7 @@ from inn.solvers._common import (
     ResultCode,
     SolverStats,
     batch_norm,
+    bcast,
 )
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
@@ -78,7 +79,7 @@ COMMON_OPTIONS = ("tol", "max_iter", "candidates", "candidate_mode", "seed", "st
 PAPER_OPTIONS = dict(_newton_krylov.PAPER_OPTIONS)
 
 __all__ = [
-    "ADJOINT_SOLVERS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
+    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
     "ResultCode", "SOLVERS", "SolverStats", "bicgstab", "check_options", "solve",
 ]
 
@@ -232,7 +233,9 @@ def _report(stats: SolverStats, what: str, tol: float, strict: bool) -> None:
 
 
 # --------------------------------------------------------------------------- adjoint solvers
-# (lin, g, tol, max_iter) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution.
+# (lin, g, tol, max_iter, u0) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution;
+# ``u0``: a starting point (a warm start, e.g. the same sentence's adjoint in the previous
+# epoch), None for the solver's own.
 
 
 def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, code: Tensor, lin_evals: int, jp: int):
@@ -249,8 +252,8 @@ def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, co
     )
 
 
-def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
-    u, info = bicgstab(lambda V: V - lin.vjp(V), g, x0=g, rtol=tol, maxiter=max_iter)
+def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    u, info = bicgstab(lambda V: V - lin.vjp(V), g, x0=g if u0 is None else u0, rtol=tol, maxiter=max_iter)
     gn = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
     res = torch.where(batch_norm(g) > 0, info.residual / gn, torch.zeros_like(gn))
     code = torch.where(res <= tol, int(ResultCode.CONVERGED), info.code)
@@ -259,17 +262,22 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int):
 
 
 def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
-                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3):
+                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None):
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
-    u0 = g
+    start = u0
+    u0 = g if start is None else start
     its_low = 0
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
         copy = Tridiagonal.transposed(*lin.copy)
         u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
+        if start is not None:  # per sequence, the warm start where it is the closer one
+            closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
+            u0 = torch.where(bcast(closer, u0), start, u0)
+            its_low = 1  # the two J^T products of the choice, counted as one iteration
 
         def step(vjp):
             def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
@@ -283,9 +291,10 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         # products down to low_precision_tol, then float32 from there
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
-            u0, its_low, _, _, _, _ = _anderson.anderson_iterate(
+            u0, its_pass, _, _, _, _ = _anderson.anderson_iterate(
                 step(low.vjp), u0, lambda u: scale, tol=low_precision_tol,
                 max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
+            its_low = its_low + its_pass
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
@@ -299,19 +308,20 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
 
 
-def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0, sweep="jacobi")
+def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, memory=0, sweep="jacobi", u0=u0)
 
 
-def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi")
+def _adjoint_anderson_jacobi(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="jacobi", u0=u0)
 
 
-def _adjoint_anderson_red_black(lin, g: Tensor, *, tol: float, max_iter: int):
-    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="red_black")
+def _adjoint_anderson_red_black(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    return _adjoint_anderson(lin, g, tol=tol, max_iter=max_iter, sweep="red_black", u0=u0)
 
 
-def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int):
+def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
+    """Exact: ``u0`` is not needed."""
     u = block_tridiagonal_solve_transposed(lin.blocks, g)
     scale = batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
     res = batch_norm(u - lin.vjp(u) - g) / scale
@@ -329,3 +339,55 @@ ADJOINT_SOLVERS = {
     "fixed_point": _adjoint_fixed_point,
     "direct": _adjoint_direct,
 }
+
+
+# --------------------------------------------------------------------------- approximate adjoints
+# (lin, g, **options) -> (u, stats): u approximates (I - J^T)^{-1} g without solving for it.
+# Cheaper backward passes that trade gradient accuracy for time; their stats say "converged"
+# (there is no tolerance to miss) and carry no residual (NaN: computing it would cost a J^T
+# product, as much as a phantom step). ``inn benchmark`` reports their gradient error.
+
+
+def _approximate_stats(name: str, g: Tensor, steps: int, products: int) -> SolverStats:
+    B = g.shape[0]
+    code = torch.full((B,), int(ResultCode.CONVERGED), dtype=torch.int64)
+    return _adjoint_stats(name, torch.full((B,), steps, dtype=torch.int64), torch.zeros(B, dtype=torch.int64),
+                          torch.full((B,), float("nan")), code, 1, products)
+
+
+def _adjoint_phantom(lin, g: Tensor, *, steps: int = 5, damping: float = 1.0):
+    """The phantom gradient (Geng et al. 2021): backpropagation through ``steps`` damped
+    unrolled steps H <- damping F(H) + (1 - damping) H started at the solution. There every
+    step's Jacobian is A = damping J + (1 - damping) I, so the unrolled chain rule gives
+    u = damping (I + A^T + ... + (A^T)^(steps-1)) g: a truncated Neumann series of the exact
+    (I - J^T)^{-1} g, whose error (A^T)^steps u* shrinks with every step on a contractive
+    system. Costs steps - 1 J^T products; ``steps=1, damping=1`` is the Jacobian-free u = g."""
+    v = g
+    total = g
+    for _ in range(steps - 1):
+        v = damping * lin.vjp(v) + (1 - damping) * v
+        total = total + v
+    return damping * total, _approximate_stats("phantom", g, steps, steps - 1)
+
+
+def _adjoint_jacobian_free(lin, g: Tensor):
+    """The Jacobian-free gradient (Fung et al. 2022): u = dL/dH, as if dF/dH were zero."""
+    return g, _approximate_stats("jacobian_free", g, 0, 0)
+
+
+def _adjoint_preconditioned(lin, g: Tensor):
+    """The preconditioner-only gradient (Fung et al. 2022 with the layer's own preconditioner):
+    u = (I - D^T)^{-1} g with D the elementwise copy coupling of the neighbours (the
+    tridiagonal step's transpose, :meth:`GRUSystem.copy_coupling`), the part of dF/dH that
+    carries information along the sentence; the couplings through the weight matrices are
+    dropped. Exact when the recurrent matrices are zero; costs one tridiagonal solve."""
+    return Tridiagonal.transposed(*lin.copy).solve(g), _approximate_stats("preconditioned", g, 1, 0)
+
+
+#: name -> approximate adjoint, and the options each takes (``backward_<option>`` on the layer)
+APPROXIMATE_ADJOINTS = {
+    "phantom": _adjoint_phantom,
+    "jacobian_free": _adjoint_jacobian_free,
+    "preconditioned": _adjoint_preconditioned,
+}
+APPROXIMATE_OPTIONS = {"phantom": {"steps": 5, "damping": 1.0}, "jacobian_free": {}, "preconditioned": {}}
