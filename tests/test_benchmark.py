@@ -57,7 +57,7 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
 def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
     out = tmp_path / "bench.csv"
     main(["--hidden", "4", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder",
-          "--methods", "implicit_lstm", "--baselines", "lstm", "--out", str(out)])
+          "--methods", "implicit_lstm", "--baselines", "lstm", "--peers", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
     assert sorted({r["method"] for r in rows}) == ["bilstm", "implicit_lstm"]
     lstm = [r for r in rows if r["method"] == "implicit_lstm"]

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-pos": ("inn.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
     "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
     "walk-floor": ("inn.data.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
+    "walk-floor-survey": ("inn.data.walk_floor:survey_main", "the walks' floor over generator settings (direction, d, b)"),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
     "download-treebank": ("inn.data.download:treebank_main", "download NLTK's Penn Treebank sample"),
     "train": ("inn.train:main", "train one model on one prepared task (resumes from its last epoch)"),

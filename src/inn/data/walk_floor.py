@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from scipy.special import gammaln, ive, logsumexp
 
-from inn.data.walk import DIRECTIONS, load_walks
+from inn.data.walk import DIRECTIONS, generate_walks, load_walks
 from inn.errors import InnError
 from inn.tables import write_tsv
 
@@ -158,3 +158,38 @@ def main(argv: list[str]) -> None:
              row["bayes_error"], row["steps"], row["sequences"])
     write_tsv(args.predictions, table)
     write_tsv(args.out, pd.DataFrame([row]))
+
+
+def survey(directions: list[str], dims: list[int], biases: list[float], walks: int, seed: int,
+           max_len: int = 40) -> pd.DataFrame:
+    """The floor over a grid of generator settings, on fresh walks (one row per direction, d, b):
+    how hard the task is before any model is trained, e.g. to choose ``walks.direction`` and
+    ``walks.dim`` so that the paper's errors are reachable."""
+    rows = []
+    for direction in directions:
+        for dim in dims:
+            for b in biases:
+                sample = generate_walks(walks, b, dim, seed, max_len=max_len, direction=direction)
+                lengths = np.array([len(y) for _, y in sample])
+                x = np.zeros((walks, lengths.max(), dim))
+                y = np.zeros((walks, lengths.max()), dtype=np.int64)
+                for i, (xi, yi) in enumerate(sample):
+                    x[i, : len(yi)], y[i, : len(yi)] = xi.numpy(), yi.numpy()
+                errors, steps = bayes_error(x, lengths, y, b, direction)
+                rows.append({"direction": direction, "dim": dim, "b": b, "walks": walks, "seed": seed,
+                             "bayes_error": errors / steps})
+                log.info("floor %s d=%d b=%g: %.4f", direction, dim, b, errors / steps)
+    return pd.DataFrame(rows)
+
+
+def survey_main(argv: list[str]) -> None:
+    """``inn walk-floor-survey``: the floor over generator settings (direction, d, b) on fresh walks."""
+    parser = argparse.ArgumentParser(prog="inn walk-floor-survey", description=survey_main.__doc__)
+    parser.add_argument("--directions", nargs="+", choices=DIRECTIONS, default=list(DIRECTIONS))
+    parser.add_argument("--dims", nargs="+", type=int, default=[1, 2, 3, 5, 10])
+    parser.add_argument("--b", nargs="+", type=float, default=[2.0, 1.0, 0.75, 0.5, 0.25])
+    parser.add_argument("--walks", type=int, default=20_000, help="walks per cell")
+    parser.add_argument("--seed", type=int, default=101)
+    parser.add_argument("--out", required=True, help="output TSV (direction, dim, b, bayes_error)")
+    args = parser.parse_args(argv)
+    write_tsv(args.out, survey(args.directions, args.dims, args.b, args.walks, args.seed))
