@@ -58,15 +58,20 @@ def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min
     return [(x[i, :length], y[i, :length]) for i, length in enumerate(lengths.tolist())]
 
 
-def save_walks(path: str | os.PathLike, walks: list[tuple[torch.Tensor, torch.Tensor]], **meta) -> None:
-    """Store walks padded into one tensor each (atomic): ``x`` (S, L, d), ``y`` (S, L), ``lengths``."""
+def pad_walks(walks: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Walks padded with zeros into one tensor each: ``x`` (S, L, d), ``y`` (S, L), ``lengths`` (S,)."""
     lengths = torch.tensor([len(y) for _, y in walks])
     width, dim = int(lengths.max()), walks[0][0].shape[1]
     x = torch.zeros(len(walks), width, dim)
     y = torch.zeros(len(walks), width, dtype=torch.long)
     for i, (xi, yi) in enumerate(walks):
         x[i, : len(yi)], y[i, : len(yi)] = xi, yi
-    torch_save({"x": x, "y": y, "lengths": lengths, **meta}, path)
+    return {"x": x, "y": y, "lengths": lengths}
+
+
+def save_walks(path: str | os.PathLike, walks: list[tuple[torch.Tensor, torch.Tensor]], **meta) -> None:
+    """Store walks padded (:func:`pad_walks`) with their generator's settings ``meta``, atomically."""
+    torch_save({**pad_walks(walks), **meta}, path)
 
 
 def load_walks(path: str | os.PathLike) -> dict:

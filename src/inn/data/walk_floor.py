@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from scipy.special import gammaln, ive, logsumexp
 
-from inn.data.walk import DIRECTIONS, generate_walks, load_walks
+from inn.data.walk import DIRECTIONS, generate_walks, load_walks, pad_walks
 from inn.errors import InnError
 from inn.tables import write_tsv
 
@@ -169,13 +169,9 @@ def survey(directions: list[str], dims: list[int], biases: list[float], walks: i
     for direction in directions:
         for dim in dims:
             for b in biases:
-                sample = generate_walks(walks, b, dim, seed, max_len=max_len, direction=direction)
-                lengths = np.array([len(y) for _, y in sample])
-                x = np.zeros((walks, lengths.max(), dim))
-                y = np.zeros((walks, lengths.max()), dtype=np.int64)
-                for i, (xi, yi) in enumerate(sample):
-                    x[i, : len(yi)], y[i, : len(yi)] = xi.numpy(), yi.numpy()
-                errors, steps = bayes_error(x, lengths, y, b, direction)
+                padded = pad_walks(generate_walks(walks, b, dim, seed, max_len=max_len, direction=direction))
+                errors, steps = bayes_error(padded["x"].numpy(), padded["lengths"].numpy(), padded["y"].numpy(),
+                                            b, direction)
                 rows.append({"direction": direction, "dim": dim, "b": b, "walks": walks, "seed": seed,
                              "bayes_error": errors / steps})
                 log.info("floor %s d=%d b=%g: %.4f", direction, dim, b, errors / steps)
