@@ -27,6 +27,16 @@ def test_shipped_config_is_valid_and_equals_the_defaults():
     assert validate_config(shipped, SCHEMA) == validate_config({}, SCHEMA)
 
 
+def test_the_schema_admits_every_benchmark_method():
+    from inn.benchmark import METHODS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    methods = schema["properties"]["timing"]["properties"]["benchmark"]["properties"]["methods"]
+    assert set(methods["items"]["enum"]) == set(METHODS)
+    config = validate_config({"timing": {"benchmark": {"methods": ["anderson_phantom5", "implicit_lstm"]}}}, SCHEMA)
+    assert config["timing"]["benchmark"]["methods"] == ["anderson_phantom5", "implicit_lstm"]
+
+
 @pytest.mark.parametrize("config, message", [
     ({"walks": {"dim": "ten"}}, r"^config: walks\.dim: 'ten' is not of type 'integer'$"),
     ({"walks": {"dim": 0}}, r"^config: walks\.dim: 0 is less than the minimum of 1$"),

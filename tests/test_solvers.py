@@ -352,3 +352,57 @@ def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatc
     assert low_precision_pays(torch.device("cpu"), torch.float64, True)
     with pytest.raises(InnError, match="low_precision must be true, false or 'auto', not 'yes'"):
         solve(system, "anderson", low_precision="yes")
+
+
+def test_fixed_points_obey_the_maximum_principle():
+    # saturating inputs and trained-like recurrent weights: |h| <= max(1, |boundary states|)
+    from inn.nn import ImplicitLSTM
+
+    layer = make_layer(hidden=8, scale=3.0)
+    xi, mask = make_batch(B=6, n=9, lengths=[9, 9, 7, 5, 3, 1])
+    system = layer.system(4 * xi, mask)
+    H, stats = solve(system, "newton_direct", tol=1e-12, candidates=("one_step", "random", "zeros"))
+    assert stats.converged.any()
+    assert H[stats.converged].abs().max() <= 1 and not system.outside_bounds(H)[stats.converged].any()
+    peak = H.abs().flatten(1).max(1).values.clamp_min(1e-9).view(-1, 1, 1)
+    assert system.outside_bounds(1.05 * H / peak)[mask.any(1)].all()  # past the box's slack: flagged
+    with torch.no_grad():  # trainable boundaries widen the box to their size
+        layer.h_start.fill_(1.5)
+    assert torch.equal(layer.system(xi, mask).state_bound(), torch.full((1, 1, 8), 1.5, dtype=xi.dtype))
+    lstm = ImplicitLSTM(5, 4).double()
+    lsystem = lstm.system(4 * xi, mask)
+    HL, lstats = solve(lsystem, "anderson", tol=1e-10)
+    assert lstats.converged.all() and HL[..., :4].abs().max() < 1
+    c_only = HL.clone()
+    c_only[..., 4:] *= 50  # c has no fixed bound; h does
+    assert not lsystem.outside_bounds(c_only).any()
+    assert lsystem.outside_bounds(torch.cat([2 * HL[..., :4], HL[..., 4:]], -1)).any()
+
+
+def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
+    # a small relative residual far out (a spurious root of ||H - F(H)|| / ||H||): rejected,
+    # and the sequence solved from its next candidate
+    import inn.solvers as S
+
+    layer, xi, mask = problem
+    reference, _ = solve(layer.system(xi, mask), "anderson", tol=1e-10)
+    anderson = S.SOLVERS["anderson"]
+    calls = []
+
+    def spurious_first(system, H0, groups, counter, **options):
+        H, newton, krylov, res, code = anderson(system, H0, groups, counter, **options)
+        calls.append(H0.shape[0])
+        if len(calls) == 1:
+            H = H.clone()
+            H[0] = 20 * H[0]  # sequence 0 "converged" to a state with |h| up to 20
+        return H, newton, krylov, res, code
+
+    monkeypatch.setitem(S.SOLVERS, "anderson", spurious_first)
+    H, stats = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros", "one_step"))
+    assert calls == [3, 1]  # only sequence 0 ran again
+    assert stats.converged.all() and stats.candidate.tolist() == [1, 0, 0]
+    assert torch.allclose(H, reference, atol=1e-8)
+    calls.clear()
+    with pytest.warns(ConvergenceWarning, match="OUT_OF_BOUNDS"):
+        _, alone = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",))
+    assert alone.converged.tolist() == [False, True, True]

@@ -178,6 +178,12 @@ class GRUSystem(ImplicitSystem):
     cell = staticmethod(cell)
     Linearization = GRULinearization
 
+    def state_bound(self) -> Tensor:
+        """A maximum principle: h_t = (1 - z) hhat_t + z tanh(...) mixes its neighbours (or the
+        boundary states) with a value in (-1, 1), so no unit of a fixed point exceeds
+        max(1, |h_start|, |h_end|) in size."""
+        return torch.maximum(self.h_start.abs(), self.h_end.abs()).clamp_min(1.0)
+
     def copy_coupling(self, s: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
         """The elementwise part of dF_t/dh_{t-1} and dF_t/dh_{t+1}: (1 - z) s and
         (1 - z)(1 - s), the gated copy of the neighbours, zero where there is no neighbour."""

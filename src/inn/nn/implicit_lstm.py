@@ -187,6 +187,13 @@ class LSTMSystem(ImplicitSystem):
     Linearization = LSTMLinearization
     state_factor = 2
 
+    def state_bound(self) -> Tensor:
+        """h = o tanh(c) lies in (-1, 1) at a fixed point; c has no fixed bound."""
+        k = self.k
+        bound = torch.full_like(self.zero_boundary, float("inf"))
+        bound[..., :k] = 1.0
+        return bound
+
     def copy_coupling(self, s: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
         """c's elementwise coupling to its neighbours, f s and f (1 - s) (k units), zero where
         there is no neighbour."""

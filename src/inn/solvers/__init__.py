@@ -166,8 +166,12 @@ def solve(
     def run(sub, kinds: Sequence[str], rows: Tensor | None = None):
         guesses = [guess(sub, kind, rows) for kind in kinds]
         stacked = sub.repeat(len(kinds))
-        out = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol, max_iter=max_iter, **options)
-        return _pick_winner(*out, groups=len(kinds))
+        H, newton, krylov, res, code = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol,
+                                              max_iter=max_iter, **options)
+        if hasattr(stacked, "outside_bounds"):  # a small residual far outside the box is no solution
+            outside = stacked.outside_bounds(H) & (code == int(ResultCode.CONVERGED))
+            code = code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
+        return _pick_winner(H, newton, krylov, res, code, groups=len(kinds))
 
     if candidate_mode == "parallel":
         H, newton, krylov, res, code, cand = run(system, kinds)

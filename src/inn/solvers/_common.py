@@ -25,6 +25,7 @@ class ResultCode(enum.IntEnum):
     NONFINITE = 3  #: NaN or Inf appeared in the iterate or the residual
     DIVERGED = 4  #: the residual grew past ``divergence_factor`` times its start (Anderson: after its first step)
     STALLED = 5  #: the line search found no step that decreases the residual
+    OUT_OF_BOUNDS = 6  #: met tol outside the box every fixed point lies in: not a solution
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -62,6 +63,10 @@ class FixedPointSystem(Protocol):
 
     def repeat(self, times: int) -> "FixedPointSystem":
         """The same systems stacked ``times`` times along B (for several starting candidates)."""
+
+    def outside_bounds(self, H: Tensor) -> Tensor:
+        """(B,) bool: where H lies outside a box that holds every fixed point (optional; a
+        system without one has no such check)."""
 
 
 def batch_norm(X: Tensor) -> Tensor:
