@@ -100,3 +100,12 @@ def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch,
           "--baselines", "--out", str(out)])
     assert "TorchDEQ peers skipped" in capsys.readouterr().out
     assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson"}
+
+
+def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--device", "cpu",
+          "--methods", "anderson", "anderson_graph", "--baselines", "--peers", "--out", str(out)])
+    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    assert rows["anderson_graph"]["note"] == "skipped: CUDA graphs need a CUDA device"
+    assert math.isnan(float(rows["anderson_graph"]["forward_s"])) and float(rows["anderson"]["forward_s"]) > 0

@@ -59,6 +59,9 @@ METHODS: dict[str, tuple[str, dict]] = {
     # the same without the bfloat16 first pass (what "anderson" is where that does not pay)
     "anderson_float32": ("anderson", {"low_precision": False, "backward_low_precision": False}),
     "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
+    # forward and adjoint solves in captured CUDA graphs, one host sync per chunk of steps
+    # (inn.solvers.cuda_graph): CUDA only, against "anderson" of the same run
+    "anderson_graph": ("anderson", {"cuda_graph": True}),
     "fixed_point": ("fixed_point", {}),
     # the implicit LSTM (inn.nn.ImplicitLSTM) with the workflow's default solver, fresh weights
     "implicit_lstm": ("anderson", {}),
@@ -72,6 +75,8 @@ METHODS: dict[str, tuple[str, dict]] = {
 }
 #: methods whose layer is another cell than the implicit GRU (their own fresh weights)
 OTHER_CELLS = ("implicit_lstm",)
+#: methods that only mean something on a CUDA device (skipped elsewhere, with a note)
+CUDA_ONLY = ("anderson_graph",)
 BASELINES = ("gru", "lstm")
 
 
@@ -370,6 +375,9 @@ def run(args: argparse.Namespace) -> list[Row]:
                 row = row_of[method] = Row(method=method, **common)
                 if method in slow:
                     row.note = "skipped: too slow at a shorter n (--max-seconds)"
+                    continue
+                if method in CUDA_ONLY and device.type != "cuda":
+                    row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
                 solver, options = METHODS[method]
                 if method in OTHER_CELLS:

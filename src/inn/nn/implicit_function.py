@@ -25,6 +25,10 @@ phantom gradient ("phantom": ``backward_steps`` damped unrolled steps at the sol
 preconditioner-only gradient ("preconditioned": u = (I - D^T)^{-1} dL/dH, D the copy
 coupling). Off by default: their gradient error is measured by ``inn benchmark``.
 
+CUDA graphs (``backward_cuda_graph``: True, False or ``"auto"``; default the forward's
+``cuda_graph``): the ``"anderson"`` adjoint's solve in captured segments of steps, one host
+sync per segment (:mod:`inn.solvers.cuda_graph`).
+
 Adjoint warm start: a tensor set as ``layer.adjoint_start`` between the forward and the
 backward (the trainer's: the same sentences' adjoints from the previous epoch) is the exact
 adjoint solvers' starting point, used once; every backward leaves its u in
@@ -40,16 +44,18 @@ import torch
 from torch import Tensor
 
 from inn.errors import InnError
-from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning
+from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
 
 #: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``)
 BACKWARD_OPTIONS = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision",
-                    "backward_steps", "backward_damping")
+                    "backward_cuda_graph", "backward_steps", "backward_damping")
 
 
 def check_backward_options(options: dict[str, Any]) -> None:
     """Raise :class:`InnError` (one line) for an unknown backward solver or an option it
     does not take or whose value is out of range."""
+    if "backward_cuda_graph" in options:
+        cuda_graph.check(options["backward_cuda_graph"], "backward_cuda_graph")
     method = options.get("backward_solver", "anderson")
     if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS:
         raise InnError(f"unknown backward solver {method!r}; choose one of "
@@ -93,7 +99,12 @@ class ImplicitBackward(torch.autograd.Function):
                 extra = {key: opts.get(f"backward_{key}", value) for key, value in APPROXIMATE_OPTIONS[method].items()}
                 u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
             else:
-                extra = {"low_precision": opts.pop("backward_low_precision", "auto")} if method == "anderson" else {}
+                extra = {}
+                if method == "anderson":  # CUDA graphs: the forward's setting unless backward_cuda_graph says else
+                    extra = {"low_precision": opts.pop("backward_low_precision", "auto"),
+                             "cuda_graph": opts.pop("backward_cuda_graph", layer.options.get("cuda_graph", False))}
+                    if "cuda_graph_steps" in layer.options:
+                        extra["cuda_graph_steps"] = layer.options["cuda_graph_steps"]
                 start = getattr(layer, "adjoint_start", None)
                 if start is not None and start.shape == g.shape:
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf

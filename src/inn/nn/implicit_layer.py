@@ -6,6 +6,8 @@ how much each neighbour counts. A cell (:mod:`inn.nn.implicit_gru`, :mod:`inn.nn
 supplies the per-position transition and its analytic linearisation; this module supplies the
 rest, once:
 
+- :class:`BatchTensors`: a batch's tensors listed, cloned and reloaded in place, so that
+  a CUDA graph of a solve can be replayed on another batch of the same shape;
 - :class:`ImplicitSystem`: the equations for one batch with no autograd graph, what the solvers
   in :mod:`inn.solvers` work on: F, the red-black sweep, starting guesses, stacking and
   selecting sequences, the bfloat16 version;
@@ -75,7 +77,45 @@ def product(x: Tensor, weight: Tensor) -> Tensor:
     return x @ weight if weight.dtype == x.dtype else (x.to(weight.dtype) @ weight).to(x.dtype)
 
 
-class CellLinearization:
+class BatchTensors:
+    """Per-batch data held as tensor attributes (tensors, tuples of tensors, nested holders):
+    a system's equations, a linearisation. A captured CUDA graph reads its inputs at fixed
+    addresses, so a graphed solve (:mod:`inn.solvers.cuda_graph`) keeps a :meth:`static_clone`
+    per batch shape and :meth:`load_` s each new batch into it before a replay."""
+
+    def tensors(self) -> dict[str, Tensor]:
+        """Every tensor this object holds, by attribute name (``name.i`` in a tuple,
+        ``name.attribute`` in a nested holder)."""
+        out: dict[str, Tensor] = {}
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor):
+                out[name] = value
+            elif isinstance(value, BatchTensors):
+                out.update({f"{name}.{key}": tensor for key, tensor in value.tensors().items()})
+            elif type(value) is tuple:
+                out.update({f"{name}.{i}": tensor for i, tensor in enumerate(value) if isinstance(tensor, Tensor)})
+        return out
+
+    def static_clone(self) -> Any:
+        """A copy whose tensors have storage of their own (a graph's static inputs)."""
+        out = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor):
+                setattr(out, name, value.clone())
+            elif isinstance(value, BatchTensors):
+                setattr(out, name, value.static_clone())
+            elif type(value) is tuple:
+                setattr(out, name, tuple(v.clone() if isinstance(v, Tensor) else v for v in value))
+        return out
+
+    def load_(self, other: "BatchTensors") -> None:
+        """Copy ``other``'s tensors into this object's, in place (same names and shapes)."""
+        theirs = other.tensors()
+        for name, tensor in self.tensors().items():
+            tensor.copy_(theirs[name])
+
+
+class CellLinearization(BatchTensors):
     """dF/dH at one point, the parts every cell shares: J^T products and the red-black adjoint
     sweep, from the cell's ``_sources(g, sl)``, which returns the cotangents that positions
     ``sl`` with output cotangent g send to their left and right neighbours."""
@@ -130,7 +170,7 @@ class CellLinearization:
         return u
 
 
-class ImplicitSystem:
+class ImplicitSystem(BatchTensors):
     """The equations of one batch, with no autograd graph (solver side); a cell subclasses it.
 
     ``X`` (B, n, blocks x k) are the precomputed input terms W x + b (fixed during a solve, so
@@ -294,7 +334,9 @@ class ImplicitLayer(nn.Module):
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
             ``backward_tol`` (default: ``tol``), ``backward_max_iter`` (default 200) and
             ``backward_low_precision`` (the ``"anderson"`` adjoint's mixed precision, as the
-            forward's ``low_precision``; default ``"auto"``); or an approximate backward
+            forward's ``low_precision``; default ``"auto"``), ``backward_cuda_graph`` (its
+            CUDA graphs, as the forward's ``cuda_graph``; default: the forward's setting); or
+            an approximate backward
             (``"phantom"`` with ``backward_steps`` and ``backward_damping``,
             ``"jacobian_free"``, ``"preconditioned"``: :mod:`inn.nn.implicit_function`).
 

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from inn.errors import InnError
 from inn.solvers import anderson as _anderson
+from inn.solvers import cuda_graph as _graphs
 from inn.solvers import newton_direct as _newton_direct
 from inn.solvers import newton_krylov as _newton_krylov
 from inn.solvers._common import (
@@ -85,13 +86,18 @@ __all__ = [
 
 
 def check_options(method: str, options: dict[str, Any]) -> None:
-    """Raise :class:`InnError` naming any option ``method`` does not know."""
+    """Raise :class:`InnError` naming any option ``method`` does not know, or a CUDA-graph
+    option's value that is out of range (:mod:`inn.solvers.cuda_graph`)."""
     if method not in SOLVERS:
         raise InnError(f"unknown solver {method!r}; choose one of {', '.join(SOLVERS)}")
     allowed = set(COMMON_OPTIONS) | set(SOLVER_OPTIONS[method])
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InnError(f"solver {method!r} has no option(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
+    if "cuda_graph" in options:
+        _graphs.check(options["cuda_graph"])
+    if "cuda_graph_steps" in options:
+        _graphs.check_steps(options["cuda_graph_steps"])
 
 
 def solve(
@@ -265,8 +271,34 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
+def _adjoint_step(vjp, g: Tensor, copy: Tridiagonal, scale: Tensor):
+    """The tridiagonal adjoint step u -> u + (I - D^T)^{-1} r, r = g + J^T u - u, with ``copy``
+    the factorised I - D^T; it reports ||r|| / ``scale``, u's true residual, as Anderson's test."""
+    tiny = torch.finfo(g.dtype).tiny
+
+    def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
+        r = g + vjp(u) - u
+        return u + copy.solve(r), batch_norm(r) / scale.clamp_min(tiny)
+
+    return fmap
+
+
+def _adjoint_segment_map(inputs: tuple[Any, Tensor]):
+    """(map, scale) of the tridiagonal adjoint from (linearisation, g), as each segment of a
+    chunked solve builds them (:func:`inn.solvers.anderson.anderson_chunked`): D is factorised
+    in the segment, so that a captured segment reads only the linearisation's tensors and g."""
+    lin, g = inputs
+    scale = batch_norm(g)
+    return _adjoint_step(lin.vjp, g, Tridiagonal.transposed(*lin.copy), scale), lambda u: scale
+
+
 def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
-                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None):
+                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None,
+                      cuda_graph: bool | str = False, cuda_graph_steps: int = _graphs.DEFAULT_STEPS):
+    """Anderson on the adjoint u = g + J^T u; ``cuda_graph``: the (final-precision) tridiagonal
+    solve in captured segments, as the forward's (:func:`inn.solvers.anderson.anderson`)."""
+    _graphs.check_steps(cuda_graph_steps)
+    graphed = _graphs.use(cuda_graph, g.device, None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured")
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
@@ -282,29 +314,26 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
             closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
             u0 = torch.where(bcast(closer, u0), start, u0)
             its_low = 1  # the two J^T products of the choice, counted as one iteration
-
-        def step(vjp):
-            def fmap(u: Tensor) -> tuple[Tensor, Tensor]:
-                r = g + vjp(u) - u  # the true residual, reported to Anderson as its test
-                return u + copy.solve(r), batch_norm(r) / scale.clamp_min(tiny)
-
-            return fmap
-
-        fmap = step(lin.vjp)
+        fmap = _adjoint_step(lin.vjp, g, copy, scale)
         # mixed precision, as the forward (inn.solvers.anderson.anderson): bfloat16 J^T
         # products down to low_precision_tol, then float32 from there
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
             u0, its_pass, _, _, _, _ = _anderson.anderson_iterate(
-                step(low.vjp), u0, lambda u: scale, tol=low_precision_tol,
+                _adjoint_step(low.vjp, g, copy, scale), u0, lambda u: scale, tol=low_precision_tol,
                 max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
             its_low = its_low + its_pass
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
-    u, its, res, code, evals, checks = _anderson.anderson_iterate(
-        fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
-    )
+    if graphed:
+        u, its, res, code, evals, checks = _anderson.anderson_chunked(
+            _adjoint_segment_map, (lin, g), u0, tol=tol, max_iter=max_iter, memory=memory, steps=cuda_graph_steps,
+            kind="adjoint tridiagonal")
+    else:
+        u, its, res, code, evals, checks = _anderson.anderson_iterate(
+            fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
+        )
     its = its + its_low
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)

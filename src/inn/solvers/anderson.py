@@ -30,23 +30,32 @@ products): the first steps, down to a residual of ``low_precision_tol`` (3e-3), 
 system with bfloat16 matrix products, which halves the cost of a step there; the float32
 steps then finish from that point, and the answer is tested in float32 as always. bfloat16
 alone stalls near a residual of 7e-4 (trained k = 448 weights, n = 10..160).
+
+CUDA graphs (``cuda_graph``, off by default): :class:`AndersonState` splits a step where the
+eager loop syncs with the host, and :func:`anderson_chunked` runs fixed segments of steps
+without that sync, which :mod:`inn.solvers.cuda_graph` captures and replays on a CUDA device
+(on the CPU the same segments run as they are, and take the eager loop's steps exactly).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from inn.errors import InnError
+from inn.solvers import cuda_graph as graphs
 from inn.solvers._common import Counter, ResultCode, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
 OPTIONS = {"memory": 5, "beta": 1.0, "regularization": 1e-8, "sweep": "tridiagonal", "divergence_factor": 1e4,
-           "low_precision": "auto", "low_precision_tol": 3e-3}
+           "low_precision": "auto", "low_precision_tol": 3e-3, "cuda_graph": False,
+           "cuda_graph_steps": graphs.DEFAULT_STEPS}
 FIXED_POINT_OPTIONS = {"beta": 1.0, "sweep": "jacobi", "divergence_factor": 1e4}
+INF = float("inf")
 
 
 def anderson_iterate(
@@ -75,108 +84,294 @@ def anderson_iterate(
     true-residual evaluations), per sample; each sample keeps its lowest-residual iterate and
     stops when done.
     """
-    B = x.shape[0]
-    dev, dt = x.device, x.dtype
-    tiny = torch.finfo(dt).tiny
-    inf = float("inf")
-    reg = max(regularization, 100 * torch.finfo(dt).eps)
-    Xb = Gb = Fb = None
-    stored = 0
-    eye = torch.eye(max(memory, 1), dtype=dt, device=dev)
-    ones = torch.ones(B, max(memory, 1), 1, dtype=dt, device=dev)
-    best_x = x.clone()
-    best_res = torch.full((B,), inf, dtype=dt, device=dev)
-    threshold = torch.full((B,), float(tol), dtype=dt, device=dev)
-    verified = torch.zeros(B, dtype=torch.bool, device=dev)  # true residual <= tol
-    true_res = torch.full((B,), inf, dtype=dt, device=dev)
-    iterations = torch.zeros(B, dtype=torch.int64, device=dev)
-    nonfinite = torch.zeros(B, dtype=torch.bool, device=dev)
-    diverged = torch.zeros(B, dtype=torch.bool, device=dev)
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    evals = checks = 0
-    too_large = None  # divergence threshold: divergence_factor x the residual after the first step
-    # Every step is a handful of whole-batch tensor operations and one host sync (are all
-    # samples done?): on a GPU at these sizes the launches, not the arithmetic, set the time.
-    for it in range(max_iter + 1):
-        fx = first if it == 0 and first is not None else fmap(x)
-        evals += 1
+    state = AndersonState(x, tol=tol, groups=groups, memory=memory, beta=beta, regularization=regularization,
+                          divergence_factor=divergence_factor)
+    evals, reported = state.run(fmap, scale, 0, max_iter, true_residual, first)
+    return (*state.finish(true_residual, reported), evals, state.checks)
+
+
+class AndersonState:
+    """One Anderson(memory) solve in progress: its options, per-sample state and ring buffers.
+
+    A step is split where the eager loop asks the host whether every sample is done:
+    :meth:`observe` takes in the map's value at x (best iterate, failure flags), :meth:`settle`
+    marks samples verified and done, and, unless the solve stops there, :meth:`advance` moves
+    to the extrapolated next iterate. :meth:`run` (:func:`anderson_iterate`) asks after every
+    step; :func:`anderson_chunked` runs fixed segments of steps without asking, the work that a
+    CUDA graph captures (:mod:`inn.solvers.cuda_graph`). A sample that is done stays put (x
+    is its best iterate; its flags and count no longer change), so steps taken after it
+    stopped change nothing of its result.
+
+    The fields a step rebinds (:data:`FIELDS`) have buffers allocated once: :meth:`reset_`
+    refills them and :meth:`persist_` copies a segment's results back into them, so that a
+    captured segment reads and writes the same addresses at every replay.
+    """
+
+    #: the per-sample fields that steps rebind
+    FIELDS = ("x", "best_x", "best_res", "threshold", "verified", "true_res", "iterations", "nonfinite",
+              "diverged", "done", "too_large")
+
+    def __init__(self, x: Tensor, *, tol: float, groups: int = 1, memory: int = 5, beta: float = 1.0,
+                 regularization: float = 1e-8, divergence_factor: float = 1e4) -> None:
+        B, N = x.shape[0], x[0].numel()
+        dev, dt = x.device, x.dtype
+        self.tol, self.groups, self.memory, self.beta = tol, groups, memory, beta
+        self.divergence_factor = divergence_factor
+        self.tiny = torch.finfo(dt).tiny
+        self.reg = max(regularization, 100 * torch.finfo(dt).eps)
+        self.eye = torch.eye(max(memory, 1), dtype=dt, device=dev)
+        self.ones = torch.ones(B, max(memory, 1), 1, dtype=dt, device=dev)
+        # ring buffers of the last ``memory`` iterates (B, m, N): no re-stacking
+        self.Gb = x.new_empty(B, memory, N) if memory > 0 else None
+        self.Fb = x.new_empty(B, memory, N) if memory > 0 else None
+        self.Xb = x.new_empty(B, memory, N) if memory > 0 and beta != 1.0 else None
+        self.x, self.best_x = torch.empty_like(x), torch.empty_like(x)
+        self.best_res, self.threshold, self.true_res, self.too_large = (x.new_empty(B) for _ in range(4))
+        self.verified, self.nonfinite, self.diverged, self.done = (
+            torch.empty(B, dtype=torch.bool, device=dev) for _ in range(4))
+        self.iterations = torch.empty(B, dtype=torch.int64, device=dev)
+        self.checks = 0  # true-residual evaluations
+        self._buffers = {name: getattr(self, name) for name in self.FIELDS}
+        self.reset_(x)
+
+    def reset_(self, x: Tensor) -> None:
+        """Start again from x: no best iterate yet, nothing verified, failed or counted."""
+        self.x.copy_(x)
+        self.best_x.copy_(x)
+        for field in (self.best_res, self.true_res, self.too_large):
+            field.fill_(INF)
+        self.threshold.fill_(float(self.tol))  # true residual <= tol
+        for field in (self.verified, self.nonfinite, self.diverged, self.done, self.iterations):
+            field.zero_()
+
+    def persist_(self) -> None:
+        """Copy the fields that steps rebound into their buffers and point the fields at the
+        buffers again (the end of a segment). No field is ever rebound to another's buffer, so
+        the order of the copies does not matter."""
+        for name, buffer in self._buffers.items():
+            value = getattr(self, name)
+            if value is not buffer:
+                buffer.copy_(value)
+                setattr(self, name, buffer)
+
+    def rewind(self) -> None:
+        """Point the fields at their buffers, dropping whatever an unfinished segment rebound
+        (a capture that failed part-way: the buffers hold the state before it)."""
+        for name, buffer in self._buffers.items():
+            setattr(self, name, buffer)
+
+    def observe(self, fx: Tensor | tuple[Tensor, Tensor], scale: Callable[[Tensor], Tensor],
+                it: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Take in the map's value at x in step ``it``, T(x) or (T(x), x's residual): keep each
+        active sample's lowest-residual iterate, flag non-finite and diverged samples. Returns
+        (T(x), T(x) - x, the reported residual or None)."""
         fx, reported = fx if isinstance(fx, tuple) else (fx, None)
+        x = self.x
         g = fx - x
         gnorm = batch_norm(g)
         # from x = 0 the relative residual is +inf (float32 overflows ||g|| / tiny): not a
         # failure, only not converged; a NaN or Inf in the step itself is one
-        finite = gnorm < inf  # False for NaN too
-        res = gnorm / scale(x).clamp_min(tiny) if reported is None else reported
+        finite = gnorm < INF  # False for NaN too
+        res = gnorm / scale(x).clamp_min(self.tiny) if reported is None else reported
         res = torch.where(finite, res, gnorm)
-        active = ~done
-        improve = active & (res < best_res)
-        best_x = torch.where(bcast(improve, x), x, best_x)
-        best_res = torch.where(improve, res, best_res)
-        nonfinite = nonfinite | (active & ~finite)
-        if too_large is not None:  # (from x = 0 the first residual is meaningless: inf)
-            diverged = diverged | (active & (res > too_large))
-        elif it == 1:
-            too_large = (divergence_factor * res).clamp_min(tiny)
-        failed = nonfinite | diverged
+        active = ~self.done
+        improve = active & (res < self.best_res)
+        self.best_x = torch.where(bcast(improve, x), x, self.best_x)
+        self.best_res = torch.where(improve, res, self.best_res)
+        self.nonfinite = self.nonfinite | (active & ~finite)
+        if it >= 2:  # (from x = 0 the first residual is meaningless: inf)
+            self.diverged = self.diverged | (active & (res > self.too_large))
+        elif it == 1:  # divergence threshold: divergence_factor x the residual after the first step
+            self.too_large = (self.divergence_factor * res).clamp_min(self.tiny)
+        return fx, g, reported
+
+    def settle(self, true_residual: Callable[[Tensor], Tensor] | None = None, reported: Tensor | None = None) -> None:
+        """Mark samples verified (residual at most tol) and done (verified, or another
+        candidate of the same sequence verified, or failed). With no ``true_residual``, or a
+        map that reports it, without a host sync; else the red-black sweep's check, which
+        evaluates the true residual of the samples the proxy calls converged (host syncs)."""
+        groups, tol = self.groups, self.tol
+        failed = self.nonfinite | self.diverged
         if true_residual is None or reported is not None:
-            verified = verified | (best_res <= tol)  # a failed sample stopped before it could pass
-            true_res = best_res
+            self.verified = self.verified | (self.best_res <= tol)  # a failed sample stopped before it could pass
+            self.true_res = self.best_res
         else:
-            proxy_ok = (best_res <= threshold) & ~failed & ~verified
-            if bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(verified, groups) | failed).all()):
+            proxy_ok = (self.best_res <= self.threshold) & ~failed & ~self.verified
+            if bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(self.verified, groups) | failed).all()):
                 # check every candidate the proxy calls converged, in one batched evaluation
-                r = true_residual(best_x)
-                checks += 1
-                true_res = torch.where(proxy_ok, r, true_res)
+                r = true_residual(self.best_x)
+                self.checks += 1
+                self.true_res = torch.where(proxy_ok, r, self.true_res)
                 passed = proxy_ok & (r <= tol)
-                verified = verified | passed
+                self.verified = self.verified | passed
                 retry = proxy_ok & ~passed
-                threshold = torch.where(retry, threshold * torch.clamp(tol / r, 0.05, 0.5), threshold)
-                best_res = best_res.masked_fill(retry, inf)
-        done = (group_any(verified, groups) if groups > 1 else verified) | failed
-        if bool(done.all()) or it == max_iter:
-            break
-        iterations = iterations + ~done
+                self.threshold = torch.where(retry, self.threshold * torch.clamp(tol / r, 0.05, 0.5), self.threshold)
+                self.best_res = self.best_res.masked_fill(retry, INF)
+        self.done = (group_any(self.verified, groups) if groups > 1 else self.verified) | failed
+
+    def advance(self, it: int, fx: Tensor, g: Tensor) -> None:
+        """Count step ``it`` for the samples not done and move to the next iterate: Anderson's
+        extrapolation from the ring buffers (step ``it`` writes slot it % memory; they then hold
+        min(it + 1, memory) iterates), or the damped step without memory. Finished or failed
+        samples stop moving (their rows cost a little, but stay put at their best iterate)."""
+        self.iterations = self.iterations + ~self.done
+        x, memory, beta = self.x, self.memory, self.beta
+        B = x.shape[0]
         if memory <= 0:
             x_next = x + beta * g
         else:
-            if Gb is None:  # ring buffers of the last ``memory`` iterates (B, m, N): no re-stacking
-                Gb, Fb = x.new_empty(B, memory, x[0].numel()), x.new_empty(B, memory, x[0].numel())
-                Xb = x.new_empty(B, memory, x[0].numel()) if beta != 1.0 else None
-            slot = stored % memory  # slots are written before they are read
-            Gb[:, slot] = g.reshape(B, -1)
-            Fb[:, slot] = fx.reshape(B, -1)
-            if Xb is not None:
-                Xb[:, slot] = x.reshape(B, -1)
-            stored += 1
-            m = min(stored, memory)
-            gram = Gb[:, :m] @ Gb[:, :m].mT  # (B, m, m); the order of the slots does not matter
+            slot = it % memory  # slots are written before they are read
+            self.Gb[:, slot] = g.reshape(B, -1)
+            self.Fb[:, slot] = fx.reshape(B, -1)
+            if self.Xb is not None:
+                self.Xb[:, slot] = x.reshape(B, -1)
+            m = min(it + 1, memory)
+            gram = self.Gb[:, :m] @ self.Gb[:, :m].mT  # (B, m, m); the order of the slots does not matter
             diagonal = gram.diagonal(dim1=-2, dim2=-1)
-            diagonal.add_(diagonal.mean(-1, keepdim=True).clamp_min(tiny), alpha=reg)
+            diagonal.add_(diagonal.mean(-1, keepdim=True).clamp_min(self.tiny), alpha=self.reg)
             # minimise alpha^T gram alpha subject to sum(alpha) = 1: alpha ~ gram^{-1} 1
-            sol, info = torch.linalg.solve_ex(gram, ones[:, :m])
+            sol, info = torch.linalg.solve_ex(gram, self.ones[:, :m])
             alpha = sol / sol.sum(1, keepdim=True)
-            usable = (info == 0) & (alpha.sum((1, 2)).abs() < inf)  # False for NaN too
-            alpha = torch.where(bcast(usable, alpha), alpha, eye[:m, slot, None])  # else: the plain step
-            x_next = (alpha.mT @ Fb[:, :m]).reshape(x.shape)
-            if Xb is not None:
-                x_next = beta * x_next + (1 - beta) * (alpha.mT @ Xb[:, :m]).reshape(x.shape)
-        # finished or failed samples stop moving (their rows cost a little, but stay put)
-        x = torch.where(bcast(done, x), best_x, x_next)
-    if true_residual is not None and reported is None:
-        # samples that ran out of iterations: report their true residual too
-        unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
-        if bool(unchecked.any()):
-            r = true_residual(best_x)
-            checks += 1
-            true_res = torch.where(unchecked, r, true_res)
-        verified = verified | (~failed & (true_res <= tol))
-    converged = verified & ~failed
-    code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
-    code = code.masked_fill(diverged, int(ResultCode.DIVERGED)).masked_fill(nonfinite, int(ResultCode.NONFINITE))
-    code = code.masked_fill(converged, int(ResultCode.CONVERGED))
-    true_res = torch.where(failed, best_res, true_res)
-    return best_x, iterations, true_res, code, evals, checks
+            usable = (info == 0) & (alpha.sum((1, 2)).abs() < INF)  # False for NaN too
+            alpha = torch.where(bcast(usable, alpha), alpha, self.eye[:m, slot, None])  # else: the plain step
+            x_next = (alpha.mT @ self.Fb[:, :m]).reshape(x.shape)
+            if self.Xb is not None:
+                x_next = beta * x_next + (1 - beta) * (alpha.mT @ self.Xb[:, :m]).reshape(x.shape)
+        self.x = torch.where(bcast(self.done, x), self.best_x, x_next)
+
+    def run(self, fmap: Callable[[Tensor], Tensor | tuple[Tensor, Tensor]], scale: Callable[[Tensor], Tensor],
+            start: int, max_iter: int, true_residual: Callable[[Tensor], Tensor] | None = None,
+            first: Tensor | tuple[Tensor, Tensor] | None = None) -> tuple[int, Tensor | None]:
+        """Steps ``start`` .. ``max_iter``, stopping as soon as every sample is done: the eager
+        loop. Returns the number of map evaluations and the last reported residual (None when
+        the map reports none). ``first``: the map's value at x in step 0, when known."""
+        evals, reported = 0, None
+        for it in range(start, max_iter + 1):
+            fx, g, reported = self.observe(first if it == 0 and first is not None else fmap(self.x), scale, it)
+            evals += 1
+            self.settle(true_residual, reported)
+            # Every step is a handful of whole-batch tensor operations and this host sync (are
+            # all samples done?): on a GPU at these sizes the launches, not the arithmetic, set
+            # the time (anderson_chunked runs steps without it).
+            if bool(self.done.all()) or it == max_iter:
+                break
+            self.advance(it, fx, g)
+        return evals, reported
+
+    def finish(self, true_residual: Callable[[Tensor], Tensor] | None = None,
+               reported: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(best iterate, iterations, residual, :class:`ResultCode`) per sample. Under a proxy
+        residual, samples that ran out of iterations get their true residual reported too."""
+        failed = self.nonfinite | self.diverged
+        verified, true_res = self.verified, self.true_res
+        if true_residual is not None and reported is None:
+            unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
+            if bool(unchecked.any()):
+                r = true_residual(self.best_x)
+                self.checks += 1
+                true_res = torch.where(unchecked, r, true_res)
+            verified = verified | (~failed & (true_res <= self.tol))
+        converged = verified & ~failed
+        B, dev = verified.shape[0], verified.device
+        code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
+        code = code.masked_fill(self.diverged, int(ResultCode.DIVERGED)).masked_fill(self.nonfinite, int(ResultCode.NONFINITE))
+        code = code.masked_fill(converged, int(ResultCode.CONVERGED))
+        true_res = torch.where(failed, self.best_res, true_res)
+        return self.best_x, self.iterations, true_res, code
+
+
+def first_chunk_step(memory: int) -> int:
+    """The first step a replayable chunk can start at: divergence is checked from step 2 on,
+    the ring buffer is full from step memory - 1 on, and from a multiple of ``memory`` every
+    chunk whose length is one too writes the same slots in the same order."""
+    need = max(2, memory - 1)
+    return need if memory <= 1 else -(-need // memory) * memory
+
+
+def chunk_length(steps: int, memory: int) -> int:
+    """``steps`` rounded up to a multiple of ``memory`` (see :func:`first_chunk_step`)."""
+    return steps if memory <= 1 else -(-steps // memory) * memory
+
+
+#: (inputs) -> (map, scale of the residual): how a segment makes its map from the per-batch inputs
+Build = Callable[[Any], tuple[Callable[[Tensor], Tensor | tuple[Tensor, Tensor]], Callable[[Tensor], Tensor]]]
+
+
+def anderson_chunked(
+    build: Build,
+    inputs: Any,
+    x: Tensor,
+    *,
+    tol: float,
+    max_iter: int,
+    first: Tensor | tuple[Tensor, Tensor] | None = None,
+    steps: int = graphs.DEFAULT_STEPS,
+    kind: str = "",
+    groups: int = 1,
+    memory: int = 5,
+    beta: float = 1.0,
+    regularization: float = 1e-8,
+    divergence_factor: float = 1e4,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
+    """:func:`anderson_iterate`'s solve in fixed segments of steps without a host sync inside,
+    asking whether every sample is done only between segments: the form a CUDA graph can
+    capture and replay (on a CUDA device the segments are captured once per shape and
+    replayed, elsewhere they run as they are: :func:`inn.solvers.cuda_graph.segments`).
+
+    ``build(inputs)`` makes the map and the scale of its residual from the per-batch
+    ``inputs`` (a system, a linearisation, tensors, tuples of them). Each segment builds them
+    itself, so that a captured segment reads nothing but the tensors of ``inputs``, which a
+    replay's static copies are refilled from. The map must report its residual, or need no
+    true-residual check (the tridiagonal and Jacobi sweeps; the red-black sweep's check syncs
+    with the host). ``kind`` names the map in the graph cache's key.
+
+    The segments: steps 0 .. s - 1 from x (s = :func:`first_chunk_step`), then chunks of
+    ``steps`` steps (rounded up to a multiple of ``memory``: :func:`chunk_length`) while a
+    whole chunk stays short of ``max_iter``, then the eager loop for what remains. Samples
+    that are done stay put, so the steps a segment takes after everyone stopped change
+    nothing: the iterates, iterations, residuals and codes are :func:`anderson_iterate`'s. The
+    map evaluations returned count those extra steps too.
+    """
+    options = dict(tol=tol, groups=groups, memory=memory, beta=beta, regularization=regularization,
+                   divergence_factor=divergence_factor)
+    start, length = first_chunk_step(memory), chunk_length(steps, memory)
+    if start > max_iter:  # no room for a segment
+        fmap, scale = build(inputs)
+        return anderson_iterate(fmap, x, scale, max_iter=max_iter, first=first, **options)
+    parts = graphs.segments((kind, start, length, *options.items()), inputs, x, first,
+                            lambda like: AndersonState(like, **options))
+    state = parts.state
+    parts.run("start", lambda: _segment(state, build, parts.inputs, range(start), parts.x, parts.first))
+    # every chunk takes steps start .. start + length - 1: what a step does depends on its
+    # index only through index % memory (the slot) and index >= 2, the same for all chunks
+    chunk = range(start, start + length)
+    it = evals = start
+    done = bool(state.done.all())
+    while not done and it + length <= max_iter:
+        parts.run("chunk", lambda: _segment(state, build, parts.inputs, chunk))
+        it, evals = it + length, evals + length
+        done = bool(state.done.all())
+    if not done:
+        fmap, scale = build(parts.inputs)
+        evals += state.run(fmap, scale, it, max_iter)[0]
+        state.persist_()  # between segments the fields are their buffers, which the next solve's replays use
+    best_x, iterations, res, code = state.finish()
+    return best_x.clone(), iterations.clone(), res, code, evals, 0  # (the buffers serve the next solve)
+
+
+def _segment(state: AndersonState, build: Build, inputs: Any, steps: range, x: Tensor | None = None,
+             first: Tensor | tuple[Tensor, Tensor] | None = None) -> None:
+    """Steps ``steps`` with no host sync, the fields persisted at the end: one segment of
+    :func:`anderson_chunked`, what a CUDA graph captures. With ``x`` the state starts again
+    from it, and step 0 takes ``first`` as the map's value when given."""
+    fmap, scale = build(inputs)
+    if x is not None:
+        state.reset_(x)
+    for it in steps:
+        fx, g, reported = state.observe(first if it == 0 and first is not None else fmap(state.x), scale, it)
+        state.settle(reported=reported)
+        state.advance(it, fx, g)
+    state.persist_()
 
 
 #: sweep name -> the map T of a system whose fixed points Anderson finds
@@ -195,7 +390,8 @@ def _map(system, sweep: str):
 
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
              memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
-             divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3):
+             divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
+             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS):
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`.
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
@@ -203,16 +399,26 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     (:meth:`inn.nn.implicit_gru.GRUSystem.low_precision`) down to ``low_precision_tol``, then
     on the float32 system from there down to ``tol``. The answer and its test are float32's;
     only the iterations that get close are cheaper.
+
+    CUDA graphs (``cuda_graph``: True, False or ``"auto"``, see
+    :func:`inn.solvers.cuda_graph.use`): the (final-precision) solve in captured segments of
+    ``cuda_graph_steps`` steps (:func:`anderson_chunked`), one host sync per segment; the
+    bfloat16 first pass runs eagerly. Not for the red-black sweep, whose true-residual checks
+    sync with the host.
     """
     kwargs = dict(groups=groups, memory=memory, beta=beta, regularization=regularization,
                   divergence_factor=divergence_factor)
+    graphs.check_steps(cuda_graph_steps)
+    obstacle = "the red_black sweep checks its true residual on the host" if sweep == "red_black" else None
+    graph_steps = cuda_graph_steps if graphs.use(cuda_graph, H.device, obstacle) else 0
     low = low_precision_version(system, H, low_precision, tol, low_precision_tol)
     its_low = 0
     if low is not None:  # at most LOW_PRECISION_MAX_ITER steps: bfloat16 stalls near 1e-3
         H, its_low, _, _, evals, checks = _iterate(low, H, sweep, tol=low_precision_tol,
                                                    max_iter=min(max_iter, LOW_PRECISION_MAX_ITER), **kwargs)
         counter.f += evals + checks
-    H, its, res, code, evals, checks = _iterate(system, H, sweep, tol=tol, max_iter=max_iter, **kwargs)
+    H, its, res, code, evals, checks = _iterate(system, H, sweep, tol=tol, max_iter=max_iter, graph_steps=graph_steps,
+                                                **kwargs)
     counter.f += evals + checks
     its = its + its_low
     return H, its, torch.zeros_like(its), res, code
@@ -250,13 +456,19 @@ def low_precision_version(target, like: Tensor, setting: bool | str, tol: float,
     return target.low_precision()
 
 
-def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, **kwargs):
+def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0, **kwargs):
+    """Anderson on ``system`` with the map of ``sweep``; ``graph_steps``: in captured segments
+    of that many steps (:func:`anderson_chunked`), 0 for the eager loop."""
     fmap = _map(system, sweep)
-    true_residual = None if sweep == "jacobi" else (lambda x: relative_residual(x - system.F(x), x))
     # the tridiagonal step from H = 0 needs no matrix products (GRUSystem.step_from_zero)
     from_zero = sweep == "tridiagonal" and hasattr(system, "step_from_zero") and not bool(H.any())
+    first = system.step_from_zero() if from_zero else None
+    if graph_steps:
+        return anderson_chunked(lambda sy: (_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,
+                                first=first, steps=graph_steps, kind=f"forward {sweep}", **kwargs)
+    true_residual = None if sweep == "jacobi" else (lambda x: relative_residual(x - system.F(x), x))
     return anderson_iterate(fmap, H, batch_norm, tol=tol, max_iter=max_iter, true_residual=true_residual,
-                            first=system.step_from_zero() if from_zero else None, **kwargs)
+                            first=first, **kwargs)
 
 
 def fixed_point(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
