@@ -30,7 +30,7 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
     assert set(load_layer_weights(plain)) == set(layer.state_dict())
 
 
-def test_tiny_benchmark_run_writes_csv(tmp_path):
+def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     layer = ImplicitGRU(6, 6)
     ckpt = tmp_path / "c.pt"
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
@@ -52,6 +52,7 @@ def test_tiny_benchmark_run_writes_csv(tmp_path):
     assert all(float(r["forward_s"]) > 0 for r in rows)
     fits = list(csv.DictReader((tmp_path / "bench_fits.csv").open()))
     assert all(math.isfinite(float(f["forward_backward_s_p"])) for f in fits)
+    assert "fits t = a" in capsys.readouterr().out
 
 
 def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
@@ -98,7 +99,8 @@ def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch,
     out = tmp_path / "b.csv"
     main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "--out", str(out)])
-    assert "TorchDEQ peers skipped" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "TorchDEQ peers skipped" in printed and "fits t = a" not in printed  # one length: no fits
     assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson"}
 
 

@@ -520,6 +520,8 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
                   f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
                   f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
                   f"{'  ' + r.note if r.note else ''}\n")
+    if len({r.n for r in rows}) < 2:  # one length: nothing to fit
+        return buf.getvalue()
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
     buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
               f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6}\n")
