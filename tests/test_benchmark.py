@@ -8,7 +8,7 @@ import torch
 
 from inn.benchmark import fit_power_law, load_layer_weights, main
 from inn.errors import InnError
-from inn.nn import ImplicitGRU
+from inn.nn import ImplicitGRU, ImplicitLSTM
 
 
 def test_fit_power_law_recovers_exponent():
@@ -28,6 +28,39 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
     plain = tmp_path / "plain.pt"
     torch.save(layer.state_dict(), plain)
     assert set(load_layer_weights(plain)) == set(layer.state_dict())
+    torch.save({"weight_x": layer.weight_x}, plain)  # no recurrent weights: neither cell
+    with pytest.raises(InnError, match="no implicit GRU or LSTM weights"):
+        load_layer_weights(plain)
+
+
+def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, capsys):
+    """Every method of the checkpoint's weight set solves the checkpoint's implicit LSTM: the
+    gradients agree with the exact gradient of that layer (a fresh layer's would not), the
+    rows say cell "lstm", and their ratio is to the BiLSTM."""
+    torch.manual_seed(3)
+    layer = ImplicitLSTM(5, 4)
+    ckpt = tmp_path / "lstm.pt"
+    torch.save({"state_dict": {f"rnn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "implicit_lstm", "--checkpoint", str(ckpt), "--prefix", "rnn", "--baselines", "lstm", "gru", "--peers",
+          "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    cells = {(r["weights"], r["method"]): r["cell"] for r in rows}
+    assert cells == {("init", "anderson"): "gru", ("init", "implicit_lstm"): "lstm", ("init", "bilstm"): "",
+                     ("init", "bigru"): "", ("checkpoint", "anderson"): "lstm",
+                     ("checkpoint", "implicit_lstm"): "lstm", ("checkpoint", "bilstm"): "", ("checkpoint", "bigru"): ""}
+    for r in rows:
+        if r["weights"] == "checkpoint" and r["cell"]:
+            assert int(r["hidden"]) == 4 and float(r["grad_error"]) < 1e-2 and int(r["failed"]) == 0
+    assert math.isnan(float(next(r["grad_error"] for r in rows if r["weights"] == "init" and r["cell"] == "lstm")))
+    table = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("checkpoint")]
+    by_method = {line[3]: line for line in table}
+    ratio = float(by_method["anderson"][7])
+    bilstm = next(r for r in rows if r["weights"] == "checkpoint" and r["method"] == "bilstm")
+    anderson = next(r for r in rows if r["weights"] == "checkpoint" and r["method"] == "anderson")
+    assert math.isclose(ratio, float(anderson["forward_backward_s"]) / float(bilstm["forward_backward_s"]),
+                        rel_tol=0.01, abs_tol=0.006)
 
 
 def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):

@@ -95,18 +95,20 @@ def test_checkpoint_contract_for_timing(tmp_path, pos_dir):
     assert model.rnn.last_stats.converged.shape == (20,)
 
 
-def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir):
+@pytest.mark.parametrize("model, cell", [("inn", "gru"), ("inn_lstm", "lstm")])
+def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model, cell):
     from inn.benchmark import main as benchmark
 
-    train("pos", pos_dir, "inn", tmp_path, _cfg(max_epochs=1), {"hidden_size": 6, **INN_FAST}, device="cpu",
+    train("pos", pos_dir, model, tmp_path, _cfg(max_epochs=1), {"hidden_size": 6, **INN_FAST}, device="cpu",
           meta={"dataset": "ewt", "seed": 1})
     out = tmp_path / "bench.csv"
     args = ["--checkpoint", str(tmp_path / "checkpoint.pt"), "--hidden", "6", "--lengths", "3", "6", "--batch", "2",
-            "--repeats", "1", "--harder", "--methods", "anderson", "--baselines", "gru", "--out", str(out)]
+            "--repeats", "1", "--harder", "--methods", "anderson", "--baselines", cell, "--peers", "--out", str(out)]
     benchmark(args + ["--data", str(pos_dir)])
     rows = pd.read_csv(out)
     trained = rows[(rows.weights == "checkpoint") & (rows.method == "anderson")]
     assert list(trained.n) == [3, 6] and (trained.failed == 0).all() and (trained.newton_mean > 0).all()
+    assert (trained.cell == cell).all() and (trained.grad_error < 1e-2).all()
     with pytest.raises(InnError, match="--data needs --checkpoint"):
         benchmark(["--data", str(pos_dir), "--out", str(out)])
 

@@ -10,14 +10,17 @@ measured in the same run, with the solver's iteration counts and residuals. Weig
   (``--harder``, default 0.84). Training grows the recurrent weights; real systems are
   harder than fresh ones, and this radius is the contraction factor of plain iteration;
 - ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
-  --prefix PREFIX``), when given. With ``--data`` (the prepared data folder the model was
-  trained on; the checkpoint must then be a whole ``inn`` model) its inputs are what the
-  layer sees in use, the trained encoder's output on windows of real dev tokens (or fresh
-  walks), instead of Gaussian noise.
+  --prefix PREFIX``), when given: an implicit GRU's or an implicit LSTM's. With ``--data``
+  (the prepared data folder the model was trained on; the checkpoint must then be a whole
+  ``inn`` or ``inn_lstm`` model) its inputs are what the layer sees in use, the trained
+  encoder's output on windows of real dev tokens (or fresh walks), instead of Gaussian noise.
+  On a trained implicit LSTM every method runs on its weights (``implicit_lstm`` is then
+  ``anderson``'s twin) and the ``cell`` column says so.
 
-The baselines, and the implicit LSTM (method ``implicit_lstm``, the paper's future work,
-against the BiLSTM row of the same k), are timed with each weight set's inputs and their own
-fresh weights (seeded by ``--seed``). Per
+The baselines, and the implicit LSTM (method ``implicit_lstm``, the paper's future work) on
+the other weight sets, are timed with each weight set's inputs and their own fresh weights
+(seeded by ``--seed``). Each implicit row's ratio is to the bidirectional baseline of its cell
+(BiGRU for the implicit GRU, BiLSTM for the implicit LSTM). Per
 (weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
 prints a table and writes one CSV row per measurement (atomically). Times are the minimum
 over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
@@ -91,6 +94,7 @@ class Row:
     batch: int
     device: str
     dtype: str
+    cell: str = ""  #: the implicit cell ("gru", "lstm"); empty for baselines and peers' own rows
     threads: int = 0
     clock: str = "wall"
     forward_s: float = float("nan")
@@ -119,9 +123,9 @@ def scale_recurrent(layer: nn.Module, radius: float) -> None:
 
 
 def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
-    """An ImplicitGRU state_dict from a file: a plain state_dict or a checkpoint dict whose
-    ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is one; keys under
-    ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
+    """An ImplicitGRU or ImplicitLSTM state_dict from a file: a plain state_dict or a
+    checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
+    one; keys under ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as exc:
@@ -132,11 +136,18 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     if prefix and not prefix.endswith("."):
         prefix += "."
     picked = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
-    if "weight_x" not in picked:
+    if "weight_x" not in picked or not ({"weight_zr", "weight_gates"} & set(picked)):
         found = sorted({key.rsplit(".", 1)[0] for key in state if key.endswith("weight_x")})
         hint = f"; layers found under prefixes {found}" if found else ""
-        raise InnError(f"{path} has no ImplicitGRU weights under prefix {prefix!r}{hint}")
+        raise InnError(f"{path} has no implicit GRU or LSTM weights under prefix {prefix!r}{hint}")
     return picked
+
+
+def layer_class(state: dict[str, torch.Tensor]) -> type:
+    """The implicit layer a state_dict belongs to: the LSTM has gate weights, the GRU z/r ones."""
+    from inn.nn import ImplicitGRU, ImplicitLSTM
+
+    return ImplicitLSTM if "weight_gates" in state else ImplicitGRU
 
 
 def _sync(device: torch.device) -> None:
@@ -335,25 +346,27 @@ def run(args: argparse.Namespace) -> list[Row]:
         from inn.timing import realistic_inputs
 
         model, meta = load_checkpoint(args.checkpoint, device=device)
-        if not isinstance(getattr(model, "rnn", None), ImplicitGRU):
-            raise InnError(f"{args.checkpoint} is not an INN checkpoint: --data needs the whole trained INN")
+        if not isinstance(getattr(model, "rnn", None), (ImplicitGRU, ImplicitLSTM)):
+            raise InnError(f"{args.checkpoint} is not an implicit model's checkpoint: --data needs a whole "
+                           "trained inn or inn_lstm model")
         state = model.rnn.state_dict()
         real_inputs = realistic_inputs(model, meta, args.data, args.batch, device, args.seed)
     elif args.checkpoint:
         state = load_layer_weights(args.checkpoint, args.prefix)
     if state is not None:
-        weight_sets.append(("checkpoint", state["weight_x"].shape[0] // 5, None))
+        weight_sets.append(("checkpoint", state["weight_pn"].shape[1], None))
     rows: list[Row] = []
     for weights, k, contraction in weight_sets:
         gen = torch.Generator().manual_seed(args.seed)
         torch.manual_seed(args.seed)
         if state is not None and weights == "checkpoint":
-            base = ImplicitGRU(state["weight_x"].shape[1], k)  # boundaries load as buffers
+            base = layer_class(state)(state["weight_x"].shape[1], k)  # boundaries load as buffers
             missing = base.load_state_dict(state, strict=False).missing_keys
             if missing:
                 raise InnError(f"checkpoint lacks {missing} under prefix {args.prefix!r}")
         else:
             base = ImplicitGRU(k, k)
+        trained_lstm = isinstance(base, ImplicitLSTM)
         base.to(device=device, dtype=dtype)
         input_size = base.input_size
         if contraction is not None:
@@ -368,11 +381,13 @@ def run(args: argparse.Namespace) -> list[Row]:
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
             common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
                           threads=torch.get_num_threads(), clock=args.clock)
+            base_cell = "lstm" if trained_lstm else "gru"
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
             exact = _exact_gradient(base, xi, mask, target, args.tol)
             for method in args.methods:
-                row = row_of[method] = Row(method=method, **common)
+                fresh_lstm = method in OTHER_CELLS and not trained_lstm
+                row = row_of[method] = Row(method=method, cell="lstm" if fresh_lstm else base_cell, **common)
                 if method in slow:
                     row.note = "skipped: too slow at a shorter n (--max-seconds)"
                     continue
@@ -380,17 +395,17 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
                 solver, options = METHODS[method]
-                if method in OTHER_CELLS:
+                if fresh_lstm:
                     torch.manual_seed(args.seed)
                     layer = ImplicitLSTM(input_size, k, solver=solver, **{**options, "tol": args.tol})
-                else:
-                    layer = ImplicitGRU(input_size, k, solver=solver, **{**options, "tol": args.tol})
+                else:  # every other method solves the weight set's own layer
+                    layer = type(base)(input_size, k, solver=solver, **{**options, "tol": args.tol})
                     layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    # the gradient error is against the implicit GRU's exact gradient: GRU methods only
-                    reference = None if method in OTHER_CELLS else exact
+                    # the gradient error is against the base layer's exact gradient: its own methods only
+                    reference = None if fresh_lstm else exact
                     for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, reference).items():
                         setattr(row, key, value)
                 if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
@@ -400,7 +415,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                     continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
             for peer in args.peers:
-                _add_peer(peer, base, xi, mask, target, args, row_of, closures, common, slow)
+                _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": base_cell}, slow)
             for kind in args.baselines:
                 row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
                 closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
@@ -507,15 +522,17 @@ def fits(rows: list[Row]) -> list[dict]:
 
 
 def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
-    """A plain-text table of the measurements, ratios to the BiGRU and the fits."""
+    """A plain-text table of the measurements, each implicit row's ratio to the bidirectional
+    baseline of its cell (``x bi``: BiGRU for the implicit GRU and TorchDEQ's rows on it,
+    BiLSTM for the implicit LSTM), and the fits."""
     buf = io.StringIO()
-    ref = {(r.weights, r.hidden, r.n): r for r in rows if r.method == "bigru"}
-    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'fwd s':>8} {'fwd+bwd s':>9} {'x BiGRU':>7} "
+    ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in ("bigru", "bilstm")}
+    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
     for r in rows:
-        g = ref.get((r.weights, r.hidden, r.n))
+        g = ref.get(("bilstm" if r.cell == "lstm" else "bigru", r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
-        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.forward_s:>8.4f} "
+        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
                   f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
                   f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
@@ -559,15 +576,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"implicit methods: {', '.join(METHODS)}")
     parser.add_argument("--peers", nargs="*", default=None,
                         help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
-                             "installed; none without it): " + ", ".join(PEERS))
+                             "installed, none without it; --peers alone: none): " + ", ".join(PEERS))
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
                              "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
-    parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding trained ImplicitGRU weights")
+    parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
+                                             "ImplicitLSTM's weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
-    parser.add_argument("--data", help="with a whole INN checkpoint: its prepared data folder; the trained layer is then "
+    parser.add_argument("--data", help="with a whole inn or inn_lstm checkpoint: its prepared data folder; the trained layer is then "
                                        "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
