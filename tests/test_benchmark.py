@@ -125,6 +125,22 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
     assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
 
 
+def test_torchdeq_ift_on_an_implicit_lstm_gives_our_gradient():
+    """TorchDEQ's IFT row on the implicit LSTM: its loss is on the layer's output (h of the
+    [h; c] state), so its gradient is ours."""
+    pytest.importorskip("torchdeq")
+    from inn.peers import IFT, Peer
+
+    torch.manual_seed(1)
+    layer = ImplicitLSTM(5, 4, solver="anderson", tol=1e-8)
+    xi, mask, target = torch.randn(3, 6, 5), torch.ones(3, 6, dtype=torch.bool), torch.randn(3, 6, 4)
+    (layer(xi, mask) * target).sum().backward()
+    ours = [p.grad.clone() for p in layer.parameters()]
+    Peer(IFT, layer, xi, mask, target, tol=1e-8).forward_backward()
+    for mine, theirs in zip(ours, (p.grad for p in layer.parameters())):
+        assert torch.allclose(mine, theirs, atol=1e-4, rtol=1e-3)
+
+
 def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch, capsys):
     with pytest.raises(InnError, match="unknown peer"):
         main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.csv")])

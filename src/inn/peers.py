@@ -115,7 +115,7 @@ class Peer:
         ift = backward_factory("ift", b_solver=self._backward_solver(record),
                                b_solver_kwargs=dict(max_iter=MAX_ITER["anderson"], tol=self.tol, stop_mode="rel"))
         (out,) = ift(None, lambda Z: layer.transition(x, Z, self.mask, X), H.detach())
-        (out * self.target).sum().backward()
+        (layer.output(out) * self.target).sum().backward()  # the layer's output: h of the state
 
     @property
     def forward_backward(self) -> Callable[[], None] | None:
