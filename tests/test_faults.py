@@ -212,6 +212,18 @@ def test_missing_best_pt_names_what_exists(tmp_path, walk_dir):
         _cfg(patience=0)
 
 
+def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
+    run = tmp_path / "run"
+    train("walks", walk_dir, MODEL, run, _cfg(max_epochs=1), device="cpu")
+    ckpt = run / "checkpoint.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:500])
+    assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: cannot read checkpoint {ckpt} (truncated, or not a "
+                                                         "torch file: ")
+    assert err.endswith("); delete it and train the model again\n")
+
+
 # --------------------------------------------------------------------------- 5: bad command-line input
 
 

@@ -250,7 +250,8 @@ def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     try:
         return torch.load(path, map_location=device, weights_only=False)
     except Exception as exc:  # a truncated or foreign file
-        raise InnError(f"cannot read checkpoint {path}: {exc}") from None
+        raise InnError(f"cannot read checkpoint {path} (truncated, or not a torch file: {exc}); "
+                       "delete it and train the model again") from None
 
 
 def model_from_payload(payload: Any, path: str | os.PathLike,
