@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inn.config import pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
+from inn.config import check_inputs, pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,3 +89,26 @@ def test_which_corpora_a_run_prepares_and_times():
     assert timed_pos_corpus(config) == "fr_gsd" and timed_walk_b(config) == 0.5
     config = validate_config({"corpora": {"penn": {"format": "ptb", "path": "/ldc"}}, "walks": {"b": [2.0, 1.0]}}, SCHEMA)
     assert timed_pos_corpus(config) == "penn" and timed_walk_b(config) == 2.0  # a WSJ copy by any name
+
+
+def test_inputs_a_corpus_names_must_exist_unless_the_workflow_downloads_them(tmp_path):
+    (tmp_path / "data").mkdir()
+    for split in ("train", "dev", "test"):
+        (tmp_path / "data" / f"{split}.conllu").write_text("")
+    own = {"format": "conllu", "tags": "upos", **{s: f"data/{s}.conllu" for s in ("train", "dev", "test")}}
+    config = validate_config({"corpora": {"mine": own}}, SCHEMA)
+    downloads = ("resources/ud-english-ewt", "resources/nltk_data")
+    check_inputs(config, downloads, root=tmp_path)  # EWT and NLTK's sample are fetched by the workflow
+    with pytest.raises(InnError, match=r"^config: corpora\.ewt\.train: resources/ud-english-ewt/en_ewt-ud-train"
+                                       r"\.conllu does not exist \(relative to .+\); correct the path, or set "
+                                       r"corpora\.ewt\.enabled: false$"):
+        check_inputs(config, (), root=tmp_path)
+    config = validate_config({"corpora": {"mine": {**own, "dev": "data/dev.conllu.gz"}}}, SCHEMA)
+    with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev: data/dev\.conllu\.gz does not exist"):
+        check_inputs(config, downloads, root=tmp_path)
+    config = validate_config({"corpora": {"wsj": {"path": str(tmp_path / "ldc")}, "mine": {**own, "enabled": False}}},
+                             SCHEMA)
+    with pytest.raises(InnError, match=rf"^config: corpora\.wsj\.path: {tmp_path}/ldc does not exist; correct"):
+        check_inputs(config, downloads, root=tmp_path)
+    (tmp_path / "ldc").mkdir()
+    check_inputs(config, downloads, root=tmp_path)  # the disabled corpus's paths are not read

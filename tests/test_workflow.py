@@ -59,7 +59,8 @@ def test_missing_corpus_path_is_named(tmp_path, tiny_config):
     tiny_config["corpora"]["ewt"]["train"] = str(tmp_path / "no-such-ewt/en_ewt-ud-train.conllu")
     result = snakemake("-n", workdir=tmp_path, config=tiny_config)
     assert result.returncode != 0
-    assert "no-such-ewt/en_ewt-ud-train.conllu" in result.stdout + result.stderr
+    assert (f"config: corpora.ewt.train: {tmp_path}/no-such-ewt/en_ewt-ud-train.conllu does not exist; correct the "
+            "path, or set corpora.ewt.enabled: false") in result.stdout + result.stderr
 
 
 @pytest.mark.workflow

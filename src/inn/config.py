@@ -7,6 +7,9 @@ after it (:func:`check_config`): keys that a corpus's format does not read, and 
 name something the run does not have (a timed corpus or walk set, a walk bias), which would
 otherwise drop results without a word.
 
+:func:`check_inputs` checks that the files and folders the prepared corpora name exist, so
+a wrong path is one line naming its key before any job runs.
+
 :func:`pos_corpora` and :func:`timed_pos_corpus` say which corpora a validated config prepares
 and times; the workflow and the report ask them.
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
 import jsonschema
 import yaml
 
@@ -43,6 +48,9 @@ FORMAT_KEYS = {
     "ptb": ("path",),
     "nltk_treebank": ("nltk_data",),
 }
+#: the keys of each format that name a file or folder the corpus is read from
+PATH_KEYS = {"conllu": ("train", "dev", "test"), "tsv": ("train", "dev", "test"), "ptb": ("path",),
+             "nltk_treebank": ("nltk_data",)}
 
 
 def _where(error: jsonschema.ValidationError) -> str:
@@ -141,3 +149,24 @@ def check_config(config: Mapping) -> None:
     if timing["enabled"] and timing["walk_b"] is not None and float(timing["walk_b"]) not in trained:
         raise InnError(f"config: timing.walk_b: {timing['walk_b']:g} is not among the walk biases trained "
                        f"({', '.join(f'{x:g}' for x in trained) or 'none'}); name one of them, or null")
+
+
+def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), root: str | os.PathLike = ".") -> None:
+    """Every file or folder a prepared corpus names exists (relative paths from ``root``, the
+    workflow's working directory), except under ``downloaded``: the folders the workflow's own
+    download rules fill (UD EWT, NLTK's data).
+
+    Raises:
+        InnError: one line naming the key, the path and the fix.
+    """
+    downloads = [Path(folder) for folder in downloaded]
+    for name in pos_corpora(config):
+        corpus = config["corpora"][name]
+        for key in PATH_KEYS[corpus["format"]]:
+            path = corpus.get(key)
+            if path is None or any(Path(path) == d or d in Path(path).parents for d in downloads):
+                continue
+            if not (Path(root) / path).exists():
+                where = "" if Path(path).is_absolute() else f" (relative to {Path(root).resolve()})"
+                raise InnError(f"config: corpora.{name}.{key}: {path} does not exist{where}; correct the path, "
+                               f"or set corpora.{name}.enabled: false")

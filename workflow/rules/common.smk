@@ -14,19 +14,20 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
-from inn.config import pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
+from inn.config import check_inputs, pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
-
-try:
-    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
-except InnError as exc:
-    raise WorkflowError(str(exc)) from None
 
 ENV = "../envs/inn.yaml"
 SPLITS = ["train", "dev", "test"]
 #: The free corpora's default locations: files missing there are downloaded (data.smk).
 EWT_DEFAULT = "resources/ud-english-ewt"
 NLTK_DEFAULT = "resources/nltk_data"
+
+try:
+    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+    check_inputs(config, downloaded=(EWT_DEFAULT, NLTK_DEFAULT))
+except InnError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 def pos_corpora():
