@@ -49,6 +49,18 @@ def test_dry_run_of_the_full_config():
         assert rule in result.stdout + result.stderr
 
 
+def test_only_the_walks_that_models_learn_are_generated(tmp_path, tiny_config):
+    """A POS-only run generates no walks; models.walks.b picks which of walks.b are made."""
+    tiny_config["models"]["walks"]["run"] = []
+    dry = snakemake("-n", workdir=tmp_path, config=tiny_config)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "generate_walks" not in dry.stdout + dry.stderr and "train_model" in dry.stdout + dry.stderr
+    tiny_config["models"]["walks"] = {**tiny_config["models"]["walks"], "run": ["inn"], "b": [0.5]}
+    dry = snakemake("-n", "summarize_data", workdir=tmp_path, config=tiny_config)
+    jobs = dry.stdout + dry.stderr
+    assert "results/data/walks/b0.5/summary.tsv" in jobs and "results/data/walks/b1/" not in jobs
+
+
 def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
     result = snakemake("-n", workdir=tmp_path, config={"walks": {"dim": -3}})
     assert result.returncode != 0

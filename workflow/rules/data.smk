@@ -114,8 +114,9 @@ rule walk_floor:
 rule summarize_data:
     input:
         pos=expand("results/data/pos/{corpus}/summary.tsv", corpus=pos_corpora()),
-        walks=expand("results/data/walks/b{b}/summary.tsv", b=walk_biases()),
-        lengths=expand("results/data/walks/b{b}/lengths.tsv", b=walk_biases()),
+        # the walks that models learn (models.walks: run, b); none generated for a POS-only run
+        walks=expand("results/data/walks/{dataset}/summary.tsv", dataset=walk_datasets()),
+        lengths=expand("results/data/walks/{dataset}/lengths.tsv", dataset=walk_datasets()),
     output:
         pos=report("results/tables/data_pos.tsv", category="Data", caption="../report/data_pos.rst"),
         walks=report("results/tables/data_walks.tsv", category="Data", caption="../report/data_walks.rst"),
