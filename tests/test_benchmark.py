@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from inn.benchmark import fit_power_law, load_layer_weights, main
+from inn.benchmark import fit_power_law, jacobian_radius, load_layer_weights, main, make_harder
 from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 
@@ -31,6 +31,22 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
     torch.save({"weight_x": layer.weight_x}, plain)  # no recurrent weights: neither cell
     with pytest.raises(InnError, match="no implicit GRU or LSTM weights"):
         load_layer_weights(plain)
+
+
+def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
+    """A harder weight set makes the implicit LSTM beside the GRU as hard as the GRU: its own
+    recurrent matrices scaled until dF/dH has the same spectral radius (not the fresh LSTM
+    under another name), so its row there needs more iterations than at initialisation."""
+    torch.manual_seed(0)
+    layer = ImplicitLSTM(6, 6).double()
+    xi, mask = torch.randn(3, 8, 6, dtype=torch.float64), torch.ones(3, 8, dtype=torch.bool)
+    assert jacobian_radius(layer, xi, mask) < 0.7
+    assert make_harder(layer, xi, mask, 0.8) > 1 and jacobian_radius(layer, xi, mask) == pytest.approx(0.8, abs=0.01)
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "6", "--lengths", "8", "--batch", "3", "--repeats", "1", "--harder", "0.9", "--methods",
+          "anderson", "implicit_lstm", "--baselines", "--peers", "--dtype", "float64", "--out", str(out)])
+    iterations = {(r["weights"], r["method"]): float(r["newton_mean"]) for r in csv.DictReader(out.open())}
+    assert iterations[("harder0.9", "implicit_lstm")] > iterations[("init", "implicit_lstm")]
 
 
 def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, capsys):

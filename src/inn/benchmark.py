@@ -5,9 +5,10 @@ For a batch of B sequences of length n and hidden width k, every method's forwar
 measured in the same run, with the solver's iteration counts and residuals. Weight sets:
 
 - ``init``: a freshly initialised layer;
-- ``harder<c>``: the same with every recurrent matrix (U_p, U_n, U_z, U_r, U) scaled by
-  one factor, found by bisection, so that dF/dH at the solution has spectral radius c
-  (``--harder``, default 0.84). Training grows the recurrent weights; real systems are
+- ``harder<c>``: the same with every recurrent matrix (:data:`RECURRENT`: the GRU's U_p,
+  U_n, U_z, U_r, U; the LSTM's U_p, U_n and gate matrices) scaled by one factor, found by
+  bisection, so that dF/dH at the solution has spectral radius c (``--harder``, default
+  0.84), for each cell on its own. Training grows the recurrent weights; real systems are
   harder than fresh ones, and this radius is the contraction factor of plain iteration;
 - ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
   --prefix PREFIX``), when given: an implicit GRU's or an implicit LSTM's. With ``--data``
@@ -206,10 +207,15 @@ def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int
     return math.exp(sum(logs) / len(logs))
 
 
+#: the recurrent matrices of the implicit GRU and LSTM, what ``harder`` weight sets scale
+RECURRENT = ("weight_pn", "weight_zr", "weight_c", "weight_gates")
+
+
 def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float, steps: int = 10) -> float:
-    """Scale the recurrent matrices (all by one factor) until dF/dH at the solution has
-    spectral radius ``contraction`` (bisection in log space); returns the factor used."""
-    base = {name: p.detach().clone() for name, p in layer.named_parameters() if name in ("weight_pn", "weight_zr", "weight_c")}
+    """Scale the recurrent matrices (:data:`RECURRENT`, all by one factor) until dF/dH at
+    the solution has spectral radius ``contraction`` (bisection in log space); returns the
+    factor used."""
+    base = {name: p.detach().clone() for name, p in layer.named_parameters() if name in RECURRENT}
 
     def apply(factor: float) -> float:
         with torch.no_grad():
@@ -369,9 +375,16 @@ def run(args: argparse.Namespace) -> list[Row]:
         trained_lstm = isinstance(base, ImplicitLSTM)
         base.to(device=device, dtype=dtype)
         input_size = base.input_size
+        # the implicit LSTM beside an implicit GRU's weight set: fresh weights of its own, as hard
+        other = None
+        if not trained_lstm and any(method in OTHER_CELLS for method in args.methods):
+            torch.manual_seed(args.seed)
+            other = ImplicitLSTM(input_size, k).to(device=device, dtype=dtype)
         if contraction is not None:
             calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
-            make_harder(base, calib_x, torch.ones(args.batch, 40, dtype=torch.bool, device=device), contraction)
+            calib_mask = torch.ones(args.batch, 40, dtype=torch.bool, device=device)
+            for layer in (base, other) if other is not None else (base,):
+                make_harder(layer, calib_x, calib_mask, contraction)
         slow: set[str] = set()
         for n in args.lengths:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
@@ -395,12 +408,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
                 solver, options = METHODS[method]
-                if fresh_lstm:
-                    torch.manual_seed(args.seed)
-                    layer = ImplicitLSTM(input_size, k, solver=solver, **{**options, "tol": args.tol})
-                else:  # every other method solves the weight set's own layer
-                    layer = type(base)(input_size, k, solver=solver, **{**options, "tol": args.tol})
-                    layer.load_state_dict(base.state_dict())
+                # every method solves the weight set's own layer, the fresh LSTM its own
+                weights_of = other if fresh_lstm else base
+                layer = type(weights_of)(input_size, k, solver=solver, **{**options, "tol": args.tol})
+                layer.load_state_dict(weights_of.state_dict())
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
