@@ -114,6 +114,19 @@ def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
     assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
     assert all(float(r["forward_backward_s"]) > 0 for r in rows)
 
+def test_implicit_lstm_beside_a_trained_implicit_gru_is_skipped_there(tmp_path):
+    """On a trained implicit GRU's weight set the implicit LSTM would be fresh weights under
+    the name "checkpoint": its row there is a note, not a time; it is still timed on init."""
+    ckpt = tmp_path / "gru.pt"
+    torch.save(ImplicitGRU(4, 4).state_dict(), ckpt)
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods",
+          "implicit_lstm", "--checkpoint", str(ckpt), "--baselines", "--peers", "--out", str(out)])
+    rows = {r["weights"]: r for r in csv.DictReader(out.open())}
+    assert rows["checkpoint"]["note"] == "skipped: the checkpoint holds an implicit GRU"
+    assert math.isnan(float(rows["checkpoint"]["forward_s"])) and float(rows["init"]["forward_s"]) > 0
+
+
 def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
     """TorchDEQ's rows: every sequence at tol in OUR residual definition (recomputed here
     from the layer's F at a solution solved by our own solver), F evaluations counted."""

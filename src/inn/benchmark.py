@@ -407,6 +407,9 @@ def run(args: argparse.Namespace) -> list[Row]:
                 if method in CUDA_ONLY and device.type != "cuda":
                     row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
+                if fresh_lstm and weights == "checkpoint":  # fresh LSTM weights are no trained ones
+                    row.note = "skipped: the checkpoint holds an implicit GRU"
+                    continue
                 solver, options = METHODS[method]
                 # every method solves the weight set's own layer, the fresh LSTM its own
                 weights_of = other if fresh_lstm else base
