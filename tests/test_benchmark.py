@@ -152,6 +152,11 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
     assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
     assert math.isnan(float(rows["torchdeq_anderson"]["forward_backward_s"]))
     assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
+    # a peer too slow to repeat keeps the time of its one forward, as our methods do
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "--peers", "torchdeq_anderson", "--max-seconds", "1e-9", "--out", str(out)])
+    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    assert rows["torchdeq_anderson"]["note"] == "timed once" and float(rows["torchdeq_anderson"]["forward_s"]) > 0
 
 
 def test_torchdeq_ift_on_an_implicit_lstm_gives_our_gradient():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from inn.data.corpora import EWT_FILES
-from test_workflow import snakemake
+from test_workflow import REPO, snakemake
 
 UPOS = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X"}
@@ -22,8 +22,9 @@ def test_training_rules_in_the_full_dry_run():
         assert rule in result.stdout + result.stderr
 
 
-def test_comparison_preset_is_valid():
-    result = snakemake("-n", "--quiet", "rules", "--configfile", "config/comparison.yaml")
+@pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
+def test_every_preset_is_valid(preset):
+    result = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}")
     assert result.returncode == 0, result.stderr
     assert "train_model" in result.stdout + result.stderr
 

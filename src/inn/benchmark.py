@@ -450,7 +450,8 @@ def run(args: argparse.Namespace) -> list[Row]:
 def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
               slow: set[str]) -> None:
     """A TorchDEQ row (:mod:`inn.peers`) on the same layer weights and batch as ours; like
-    ours, timed once and skipped at longer n when one run exceeds the --max-seconds share."""
+    ours, timed once (its forward; the IFT row's backward is then not timed) and skipped at
+    longer n when one run exceeds the --max-seconds share."""
     from inn.peers import Peer
 
     row = row_of[name] = Row(method=name, **common)
@@ -462,11 +463,11 @@ def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: 
     start = now()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        for key, value in peer.figures().items():
+        for key, value in peer.figures(clock=now).items():
             setattr(row, key, value)
     if now() - start > args.max_seconds / (args.repeats + 1):
         slow.add(name)
-        row.note = "figures only: too slow to repeat"
+        row.note = "timed once"
         return
     closures[name + "/fwd"] = peer.forward
     if peer.forward_backward is not None:

@@ -121,16 +121,22 @@ class Peer:
     def forward_backward(self) -> Callable[[], None] | None:
         return self._forward_backward if self.name == IFT else None
 
-    def figures(self) -> dict:
+    def figures(self, clock: Callable[[], float] | None = None) -> dict:
         """Iterations, F evaluations and the final residual in our definition (max over the
         batch) of one forward; for the IFT row also the adjoint's iterations and residual
-        ||u - J^T u - g|| / ||g|| (the definition of our adjoint solvers)."""
+        ||u - J^T u - g|| / ||g|| (the definition of our adjoint solvers). With ``clock``
+        also that forward's time (``forward_s``): the figure kept for a solve too slow to
+        repeat."""
         F = _Counted(self.system.F)
+        start = clock() if clock is not None else 0.0
         H, info = self._solve(F)
+        elapsed = clock() - start if clock is not None else None
         with torch.no_grad():
             res = relative_residual(self.system.F(H) - H, H)
         out = dict(newton_mean=float(info["nstep"].float().mean()), function_evals=float(F.calls),
                    residual_max=float(res.max()), failed=int((res > self.tol).sum()))
+        if elapsed is not None:
+            out["forward_s"] = elapsed
         if self.name == IFT:
             self.backward_records.clear()
             self._forward_backward(record=True)
