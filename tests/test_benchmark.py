@@ -114,6 +114,7 @@ def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
     assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
     assert all(float(r["forward_backward_s"]) > 0 for r in rows)
 
+
 def test_implicit_lstm_beside_a_trained_implicit_gru_is_skipped_there(tmp_path):
     """On a trained implicit GRU's weight set the implicit LSTM would be fresh weights under
     the name "checkpoint": its row there is a note, not a time; it is still timed on init."""

@@ -375,16 +375,17 @@ def run(args: argparse.Namespace) -> list[Row]:
         trained_lstm = isinstance(base, ImplicitLSTM)
         base.to(device=device, dtype=dtype)
         input_size = base.input_size
-        # the implicit LSTM beside an implicit GRU's weight set: fresh weights of its own, as hard
+        # the implicit LSTM beside a fresh or harder implicit GRU: fresh weights of its own, as
+        # hard (none beside a trained GRU: fresh weights would pass for trained ones there)
         other = None
-        if not trained_lstm and any(method in OTHER_CELLS for method in args.methods):
+        if not trained_lstm and weights != "checkpoint" and any(m in OTHER_CELLS for m in args.methods):
             torch.manual_seed(args.seed)
             other = ImplicitLSTM(input_size, k).to(device=device, dtype=dtype)
         if contraction is not None:
             calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
             calib_mask = torch.ones(args.batch, 40, dtype=torch.bool, device=device)
-            for layer in (base, other) if other is not None else (base,):
-                make_harder(layer, calib_x, calib_mask, contraction)
+            for harder in [m for m in (base, other) if m is not None]:
+                make_harder(harder, calib_x, calib_mask, contraction)
         slow: set[str] = set()
         for n in args.lengths:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
@@ -407,7 +408,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 if method in CUDA_ONLY and device.type != "cuda":
                     row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
-                if fresh_lstm and weights == "checkpoint":  # fresh LSTM weights are no trained ones
+                if fresh_lstm and other is None:
                     row.note = "skipped: the checkpoint holds an implicit GRU"
                     continue
                 solver, options = METHODS[method]
