@@ -195,3 +195,15 @@ def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
     rows = {r["method"]: r for r in csv.DictReader(out.open())}
     assert rows["anderson_graph"]["note"] == "skipped: CUDA graphs need a CUDA device"
     assert math.isnan(float(rows["anderson_graph"]["forward_s"])) and float(rows["anderson"]["forward_s"]) > 0
+
+
+def test_one_length_writes_no_fits_and_refuses_a_fits_path(tmp_path, capsys):
+    out = tmp_path / "bench.csv"
+    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+          "--baselines", "gru", "--peers", "--out", str(out)])
+    assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson", "bigru"}
+    assert not (tmp_path / "bench_fits.csv").exists()  # was a file of NaN fits
+    assert "fits t = a" not in capsys.readouterr().out
+    with pytest.raises(InnError, match="--fits-out needs at least two --lengths"):
+        main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--methods", "anderson", "--out", str(out),
+              "--fits-out", str(tmp_path / "fits.csv")])

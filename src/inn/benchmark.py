@@ -522,7 +522,9 @@ def jvp_variants(args: argparse.Namespace) -> list[dict]:
 
 
 def fits(rows: list[Row]) -> list[dict]:
-    """t = a n^p per (weights, hidden, method), for forward and forward+backward times."""
+    """t = a n^p per (weights, hidden, method), for forward and forward+backward times; only
+    where at least two lengths were timed (a column with fewer is NaN: TorchDEQ's
+    forward-only rows have no forward+backward)."""
     groups: dict[tuple, list[Row]] = {}
     for row in rows:
         groups.setdefault((row.weights, row.hidden, row.method), []).append(row)
@@ -533,7 +535,8 @@ def fits(rows: list[Row]) -> list[dict]:
         for column in ("forward_s", "forward_backward_s"):
             a, p, r2 = fit_power_law(ns, [getattr(r, column) for r in group])
             entry.update({f"{column}_a": a, f"{column}_p": p, f"{column}_r2": r2})
-        out.append(entry)
+        if math.isfinite(entry["forward_s_p"]) or math.isfinite(entry["forward_backward_s_p"]):
+            out.append(entry)
     return out
 
 
@@ -553,7 +556,7 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
                   f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
                   f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
                   f"{'  ' + r.note if r.note else ''}\n")
-    if len({r.n for r in rows}) < 2:  # one length: nothing to fit
+    if not fit_rows:  # one length: nothing to fit
         return buf.getvalue()
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
     buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
@@ -576,11 +579,11 @@ def write_csv(path: str | Path, rows: list[Row]) -> None:
 
 
 def write_fits_csv(path: str | Path, fit_rows: list[dict]) -> None:
+    """The fits (:func:`fits`, at least one), one row per (weights, k, method), written atomically."""
     with atomic_open(path, newline="", encoding="utf-8") as handle:
-        if fit_rows:
-            writer = csv.DictWriter(handle, fieldnames=list(fit_rows[0]))
-            writer.writeheader()
-            writer.writerows(fit_rows)
+        writer = csv.DictWriter(handle, fieldnames=list(fit_rows[0]))
+        writer.writeheader()
+        writer.writerows(fit_rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -638,6 +641,8 @@ def main(argv: list[str] | None = None) -> None:
         args.peers = []
     elif args.peers is None:
         args.peers = list(PEERS)
+    if args.fits_out and len(set(args.lengths)) < 2:
+        raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
     if args.jvp_only:
         variants = jvp_variants(args)
         with atomic_open(args.out, newline="", encoding="utf-8") as handle:
@@ -651,8 +656,12 @@ def main(argv: list[str] | None = None) -> None:
     fit_rows = fits(rows)
     write_csv(args.out, rows)
     fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
-    write_fits_csv(fits_out, fit_rows)
+    if fit_rows:
+        write_fits_csv(fits_out, fit_rows)
     print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, [m for m in METHODS if m not in OTHER_CELLS])))
     if peer_note:
         log.warning(peer_note)
-    log.info("wrote %s and %s", args.out, fits_out)
+    if fit_rows:
+        log.info("wrote %s and %s", args.out, fits_out)
+    else:
+        log.info("wrote %s (one length timed: no fits t = a n^p)", args.out)
