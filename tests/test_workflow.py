@@ -61,6 +61,15 @@ def test_only_the_walks_that_models_learn_are_generated(tmp_path, tiny_config):
     assert "results/data/walks/b0.5/summary.tsv" in jobs and "results/data/walks/b1/" not in jobs
 
 
+def test_a_walks_only_run_prepares_no_corpus(tmp_path, tiny_config):
+    """models.pos.run empty: no POS corpus is prepared (or downloaded), walks are."""
+    tiny_config["models"]["pos"]["run"] = []
+    dry = snakemake("-n", workdir=tmp_path, config=tiny_config)
+    jobs = dry.stdout + dry.stderr
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "prepare_corpus" not in jobs and "download" not in jobs and "generate_walks" in jobs
+
+
 def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
     result = snakemake("-n", workdir=tmp_path, config={"walks": {"dim": -3}})
     assert result.returncode != 0

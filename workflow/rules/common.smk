@@ -93,6 +93,12 @@ def training_runs():
     return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
 
 
+def pos_datasets():
+    """The POS corpora that models are trained on, in config order (none for a walks-only run)."""
+    trained = {d for t, d, _, _ in training_runs() if t == "pos"}
+    return [corpus for corpus in pos_corpora() if corpus in trained]
+
+
 def walk_datasets():
     """The walk data sets that models are trained on (each gets its floor in Table 1)."""
     return sorted({d for t, d, _, _ in training_runs() if t == "walks"})

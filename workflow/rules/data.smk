@@ -113,8 +113,9 @@ rule walk_floor:
 
 rule summarize_data:
     input:
-        pos=expand("results/data/pos/{corpus}/summary.tsv", corpus=pos_corpora()),
-        # the walks that models learn (models.walks: run, b); none generated for a POS-only run
+        # the corpora and walks that models learn: none prepared for a walks-only run, no walks
+        # generated for a POS-only one (models.pos.run; models.walks: run, b)
+        pos=expand("results/data/pos/{corpus}/summary.tsv", corpus=pos_datasets()),
         walks=expand("results/data/walks/{dataset}/summary.tsv", dataset=walk_datasets()),
         lengths=expand("results/data/walks/{dataset}/lengths.tsv", dataset=walk_datasets()),
     output:
