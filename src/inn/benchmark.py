@@ -655,13 +655,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = run(args)
     fit_rows = fits(rows)
     write_csv(args.out, rows)
-    fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
     if fit_rows:
+        fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
         write_fits_csv(fits_out, fit_rows)
-    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, [m for m in METHODS if m not in OTHER_CELLS])))
-    if peer_note:
-        log.warning(peer_note)
-    if fit_rows:
         log.info("wrote %s and %s", args.out, fits_out)
     else:
         log.info("wrote %s (one length timed: no fits t = a n^p)", args.out)
+    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, [m for m in METHODS if m not in OTHER_CELLS])))
+    if peer_note:
+        log.warning(peer_note)

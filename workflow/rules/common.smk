@@ -95,8 +95,7 @@ def training_runs():
 
 def pos_datasets():
     """The POS corpora that models are trained on, in config order (none for a walks-only run)."""
-    trained = {d for t, d, _, _ in training_runs() if t == "pos"}
-    return [corpus for corpus in pos_corpora() if corpus in trained]
+    return list(dict.fromkeys(d for t, d, _, _ in training_runs() if t == "pos"))
 
 
 def walk_datasets():
