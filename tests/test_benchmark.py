@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from inn.benchmark import fit_power_law, jacobian_radius, load_layer_weights, main, make_harder
+from inn.experiment.benchmark import fit_power_law, jacobian_radius, load_layer_weights, main, make_harder
 from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 
@@ -132,7 +132,7 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
     """TorchDEQ's rows: every sequence at tol in OUR residual definition (recomputed here
     from the layer's F at a solution solved by our own solver), F evaluations counted."""
     pytest.importorskip("torchdeq")
-    from inn.peers import PEERS, Peer
+    from inn.experiment.peers import PEERS, Peer
 
     torch.manual_seed(0)
     layer = ImplicitGRU(5, 5, solver="anderson", tol=1e-6)
@@ -164,7 +164,7 @@ def test_torchdeq_ift_on_an_implicit_lstm_gives_our_gradient():
     """TorchDEQ's IFT row on the implicit LSTM: its loss is on the layer's output (h of the
     [h; c] state), so its gradient is ours."""
     pytest.importorskip("torchdeq")
-    from inn.peers import IFT, Peer
+    from inn.experiment.peers import IFT, Peer
 
     torch.manual_seed(1)
     layer = ImplicitLSTM(5, 4, solver="anderson", tol=1e-8)
@@ -179,7 +179,7 @@ def test_torchdeq_ift_on_an_implicit_lstm_gives_our_gradient():
 def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch, capsys):
     with pytest.raises(InnError, match="unknown peer"):
         main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.csv")])
-    monkeypatch.setattr("inn.benchmark.available", lambda: False)
+    monkeypatch.setattr("inn.experiment.benchmark.available", lambda: False)
     out = tmp_path / "b.csv"
     main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "--out", str(out)])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inn.config import check_inputs, pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
+from inn.experiment.config import check_inputs, pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def test_shipped_config_is_valid_and_equals_the_defaults():
 
 
 def test_the_schema_admits_every_benchmark_method():
-    from inn.benchmark import METHODS
+    from inn.experiment.benchmark import METHODS
 
     schema = yaml.safe_load(SCHEMA.read_text())
     methods = schema["properties"]["timing"]["properties"]["benchmark"]["properties"]["methods"]

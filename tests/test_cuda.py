@@ -125,8 +125,8 @@ def test_float32_on_cuda_converges_with_padding_inert(solver):
 
 def test_train_on_cuda_then_score_on_cpu(tmp_path):
     from inn.data.walk import generate_walks, save_walks
-    from inn.evaluate import evaluate_checkpoint
-    from inn.train import TrainConfig, train
+    from inn.experiment.evaluate import evaluate_checkpoint
+    from inn.experiment.train import TrainConfig, train
 
     data = tmp_path / "walks"
     for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
@@ -142,7 +142,7 @@ def test_train_on_cuda_then_score_on_cpu(tmp_path):
 
 
 def test_benchmark_on_cuda(tmp_path):
-    from inn.benchmark import main
+    from inn.experiment.benchmark import main
 
     out = tmp_path / "bench.csv"
     main(["--device", "cuda", "--hidden", "8", "--lengths", "4", "8", "--batch", "3", "--repeats", "1",

@@ -370,7 +370,7 @@ def test_the_red_black_sweep_is_not_captured_and_says_so():
 def test_the_benchmark_times_the_graphed_method_on_cuda(tmp_path):
     import csv
 
-    from inn.benchmark import main
+    from inn.experiment.benchmark import main
 
     out = tmp_path / "bench.csv"
     main(["--hidden", "8", "--lengths", "5", "9", "--batch", "3", "--repeats", "1", "--harder", "--device", "cuda",

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from inn.cli import main
+from inn.experiment.cli import main
 
 
 @pytest.fixture

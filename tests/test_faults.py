@@ -20,13 +20,13 @@ import pandas as pd
 import pytest
 import torch
 
-import inn.train
+import inn.experiment.train
 from conftest import REPO
-from inn.cli import main as cli
+from inn.experiment.cli import main as cli
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.io import locked_folder, torch_save
-from inn.train import OUTPUTS, TrainConfig, train
+from inn.experiment.train import OUTPUTS, TrainConfig, train
 
 MODEL = "bilstm-h4"
 SETTINGS = {"max_epochs": 2, "patience": 5}
@@ -86,7 +86,7 @@ def test_damaged_last_pt_is_set_aside_and_training_starts_afresh(tmp_path, walk_
         out.mkdir()
         last.write_bytes(b"") if damage == "empty" else torch.save({"weights": torch.zeros(3)}, last)
     damaged = last.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="inn.train"):
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.train"):
         history = train("walks", walk_dir, MODEL, out, _cfg(), device="cpu")
     _assert_as_straight(out, history, straight)
     (aside,) = out.glob("last.pt.damaged-*")
@@ -298,15 +298,15 @@ def test_second_run_is_refused_and_a_killed_save_is_cleaned_up(tmp_path, walk_di
 SLOW_INN = """\
 import sys, time
 from pathlib import Path
-import inn.cli, inn.train
-run_epoch, last = inn.train._train_epoch, Path(sys.argv[sys.argv.index("--out") + 1]) / "last.pt"
+import inn.experiment.cli, inn.experiment.train
+run_epoch, last = inn.experiment.train._train_epoch, Path(sys.argv[sys.argv.index("--out") + 1]) / "last.pt"
 def slow_epoch(*args, **kwargs):
     if last.is_file():
         print("epoch started", flush=True)
         time.sleep(60)
     return run_epoch(*args, **kwargs)
-inn.train._train_epoch = slow_epoch
-sys.exit(inn.cli.main(sys.argv[1:]))
+inn.experiment.train._train_epoch = slow_epoch
+sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 """
 
 
@@ -316,7 +316,7 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
             "--device", "cpu", "--threads", "1", "--settings", '{"training": {"max_epochs": 2}}']
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2
-    run_epoch = inn.train._train_epoch
+    run_epoch = inn.experiment.train._train_epoch
 
     def terminated_epoch(*a, **kw):
         if (tmp_path / "last.pt").is_file():
@@ -325,7 +325,7 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
 
     before = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as patch:
-        patch.setattr(inn.train, "_train_epoch", terminated_epoch)
+        patch.setattr(inn.experiment.train, "_train_epoch", terminated_epoch)
         assert cli(args) == 128 + signal.SIGTERM
     assert capsys.readouterr().err.splitlines()[-1] == f"interrupted (SIGTERM): {resume}"
     assert signal.getsignal(signal.SIGTERM) == before  # the command's handler is gone
@@ -343,6 +343,6 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
 
 
 def test_any_interrupted_command_ends_in_one_line(monkeypatch, capsys):
-    monkeypatch.setattr("inn.tables.concat_main", lambda argv: os.kill(os.getpid(), signal.SIGINT))
+    monkeypatch.setattr("inn.experiment.collect.concat_main", lambda argv: os.kill(os.getpid(), signal.SIGINT))
     assert cli(["concat-tables", "--out", "unused.tsv"]) == 128 + signal.SIGINT
     assert capsys.readouterr().err == "interrupted (SIGINT): rerun the same command to start again\n"

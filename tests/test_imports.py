@@ -42,7 +42,7 @@ sys.exit(1 if failed else 0)
 
 
 def test_every_module_imports_first():
-    assert {"inn.models", "inn.perceptron", "inn.evaluate", "inn.checkpoints"} <= set(MODULES)
+    assert {"inn.models", "inn.perceptron", "inn.experiment.evaluate", "inn.checkpoints"} <= set(MODULES)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     result = subprocess.run([sys.executable, "-c", PROBE, *MODULES], capture_output=True, text=True,
                             env=env, timeout=300)
@@ -85,3 +85,16 @@ def test_no_import_circles_even_inside_functions():
     for name in MODULES:
         if name not in state:
             visit(name, [name])
+
+
+#: the library: everything outside the experiment's drivers
+LIBRARY = [name for name in MODULES if name != "inn.experiment" and not name.startswith("inn.experiment.")
+           and name != "inn.__main__"]
+
+
+def test_the_library_imports_nothing_from_the_experiment():
+    assert {"inn.nn", "inn.solvers", "inn.models", "inn.checkpoints", "inn.data.corpora"} <= set(LIBRARY)
+    assert {"inn.experiment.train", "inn.experiment.cli", "inn.experiment.stats"} <= set(MODULES) - set(LIBRARY)
+    wrong = {name: sorted(m for m in _imports(name) if m.startswith("inn.experiment"))
+             for name in LIBRARY}
+    assert not {name: found for name, found in wrong.items() if found}

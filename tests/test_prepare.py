@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from inn.cli import main
+from inn.experiment.cli import main
 from inn.data.corpora import read_tagged
 from inn.data.features import FeatureExtractor
-from inn.data.prepare import prepare_walks, split_seed
+from inn.experiment.prepare import prepare_walks, split_seed
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inn import paper
-from inn.collect import main as collect_main
-from inn.config import validate_config
-from inn.report import render, scale_differences
+from inn.experiment import paper
+from inn.experiment.collect import main as collect_main
+from inn.experiment.config import validate_config
+from inn.experiment.report import render, scale_differences
 from inn.tables import write_tsv
-from inn.timing import fit_power_law, fit_table
+from inn.experiment.timing import fit_power_law, fit_table
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -171,8 +171,8 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
 def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
     """Forward-only TorchDEQ rows get a forward table of their own, with each row's time over
     our fastest solver's at the longest n."""
-    from inn.benchmark import Row, write_csv
-    from inn.report import benchmark_tables
+    from inn.experiment.benchmark import Row, write_csv
+    from inn.experiment.report import benchmark_tables
 
     common = dict(weights="init", hidden=8, batch=2, device="cpu", dtype="float32")
     rows = []

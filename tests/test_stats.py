@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from inn.errors import InnError
-from inn.stats import UnitScores, paired_bootstrap, unit_scores
+from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 
 
 def predictions(correct_per_sentence: list[list[bool]]) -> pd.DataFrame:

@@ -12,12 +12,13 @@ import torch
 
 from inn import batches as B
 from inn.data.corpora import EWT_FILES
-from inn.data.prepare import prepare_pos
+from inn.experiment.prepare import prepare_pos
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
-from inn.evaluate import evaluate_checkpoint, score_pos, score_walks
-from inn.models import load_checkpoint, parse_model_name
-from inn.train import TrainConfig, WarmStarts, train
+from inn.experiment.evaluate import evaluate_checkpoint, score_pos, score_walks
+from inn.checkpoints import load_checkpoint
+from inn.models import parse_model_name
+from inn.experiment.train import TrainConfig, WarmStarts, train
 
 TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  # 8 + 12 + 8 = 28
 INN_FAST = {"solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
@@ -97,7 +98,7 @@ def test_checkpoint_contract_for_timing(tmp_path, pos_dir):
 
 @pytest.mark.parametrize("model, cell", [("inn", "gru"), ("inn_lstm", "lstm")])
 def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model, cell):
-    from inn.benchmark import main as benchmark
+    from inn.experiment.benchmark import main as benchmark
 
     train("pos", pos_dir, model, tmp_path, _cfg(max_epochs=1), {"hidden_size": 6, **INN_FAST}, device="cpu",
           meta={"dataset": "ewt", "seed": 1})
@@ -137,7 +138,7 @@ def test_resume_of_the_implicit_model(tmp_path, walk_dir, name):
 
 
 def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
-    from inn.timing import time_checkpoint
+    from inn.experiment.timing import time_checkpoint
 
     train("pos", pos_dir, "inn_lstm", tmp_path, _cfg(max_epochs=1), {"hidden_size": 10, "solver": "anderson",
           "solver_options": {"tol": 1e-4}}, device="cpu", meta={"dataset": "ewt", "seed": 1})
@@ -263,7 +264,7 @@ def test_evaluation_refuses_other_vocabularies(tmp_path, pos_dir, ewt_dir):
 
 
 def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
-    from inn.cli import main
+    from inn.experiment.cli import main
 
     out = tmp_path / "perceptron"
     assert main(["train-perceptron", "--data", str(pos_dir), "--out", str(out), "--max-train", "300",
@@ -279,7 +280,7 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
 
 
 def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
-    from inn.cli import main
+    from inn.experiment.cli import main
 
     assert main(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out", str(tmp_path),
                  "--settings", '{"training": {"learning_rate": 1}}']) == 2

@@ -9,7 +9,7 @@ import torch
 from scipy.special import logsumexp
 
 from inn.data.walk import generate_walks, save_walks
-from inn.data.walk_floor import bayes_error, change_posterior, walk_floor
+from inn.experiment.walk_floor import bayes_error, change_posterior, walk_floor
 from inn.errors import InnError
 
 
@@ -132,7 +132,7 @@ REFERENCE_FLOOR = 0.0777
 
 
 def test_survey_lists_every_cell(tmp_path):
-    from inn.data.walk_floor import survey_main
+    from inn.experiment.walk_floor import survey_main
 
     survey_main(["--directions", "gaussian", "--dims", "1", "4", "--b", "1.0", "--walks", "200", "--out",
                  str(tmp_path / "s.tsv")])

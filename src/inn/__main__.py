@@ -2,6 +2,6 @@
 
 import sys
 
-from inn.cli import main
+from inn.experiment.cli import main
 
 sys.exit(main())

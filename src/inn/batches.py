@@ -72,10 +72,6 @@ def load_walk_examples(path: str | os.PathLike, max_sequences: int | None = None
     return [{"x": data["x"][i, :n], "y": data["y"][i, :n]} for i, n in enumerate(data["lengths"][:count].tolist())]
 
 
-def walk_dim(path: str | os.PathLike) -> int:
-    return int(load_walks(path)["x"].shape[-1])
-
-
 def length(example: Example) -> int:
     return int(next(iter(example.values())).shape[0])
 

@@ -17,9 +17,8 @@ Model names as the workflow spells them: ``inn``, ``inn_lstm``, ``gru``, ``lstm`
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -190,7 +189,7 @@ class SequenceLabeler(nn.Module):
     logit of label 1). ``batch`` is a dict of padded tensors with a ``mask`` (B, n), True on
     real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks). ``forward(batch,
     start)`` hands ``start`` to the recurrent layer: the INN's warm start (the trainer's
-    :class:`inn.train.WarmStarts`), ignored by the explicit baselines.
+    :class:`inn.experiment.train.WarmStarts`), ignored by the explicit baselines.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -226,63 +225,3 @@ class SequenceLabeler(nn.Module):
 
 def build_model(cfg: ModelConfig) -> SequenceLabeler:
     return SequenceLabeler(cfg)
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-CHECKPOINT_FORMAT = 1
-
-
-def checkpoint_payload(model: SequenceLabeler, meta: dict[str, Any]) -> dict[str, Any]:
-    """What a checkpoint holds: format, model config, weights and free-form ``meta``."""
-    return {"format": CHECKPOINT_FORMAT, "model_config": asdict(model.config),
-            "state_dict": model.state_dict(), "meta": meta}
-
-
-def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Any:
-    """The stored object of a checkpoint file (either kind; :mod:`inn.checkpoints` tells them apart).
-
-    Raises:
-        InnError: the file is missing or cannot be read (truncated, not a torch file).
-    """
-    if not os.path.isfile(path):
-        raise InnError(f"checkpoint not found: {path} (train the model first)")
-    try:
-        return torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # a truncated or foreign file
-        raise InnError(f"cannot read checkpoint {path} (truncated, or not a torch file: {exc}); "
-                       "delete it and train the model again") from None
-
-
-def model_from_payload(payload: Any, path: str | os.PathLike,
-                       device: str | torch.device = "cpu") -> tuple[SequenceLabeler, dict]:
-    """Build the model a neural checkpoint's ``payload`` describes: ``(model in eval mode, meta)``.
-
-    Raises:
-        InnError: ``payload`` is not a neural ``inn`` checkpoint, or its weights do not fit its
-            configuration.
-    """
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT or "model_config" not in payload:
-        raise InnError(f"{path} is not an inn model checkpoint (format {CHECKPOINT_FORMAT}); "
-                       "inn.checkpoints.load_checkpoint loads the perceptron's too")
-    cfg = ModelConfig(**payload["model_config"])
-    model = build_model(cfg)
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[-1].strip()
-        raise InnError(f"{path}: weights do not match the model configuration it names ({first})") from None
-    return model.to(device).eval(), payload.get("meta", {})
-
-
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[SequenceLabeler, dict]:
-    """Load a trained neural model for evaluation or timing: ``(model in eval mode, meta)``.
-
-    ``meta`` holds the task, dataset, model name, seed, training settings and the epoch
-    the weights come from. (:func:`inn.checkpoints.load_checkpoint` also loads the perceptron's.)
-
-    Raises:
-        InnError: the file is missing, not a neural ``inn`` checkpoint, or its weights do not
-            fit its configuration.
-    """
-    return model_from_payload(read_checkpoint(path, device), path, device)

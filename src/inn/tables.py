@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import pandas as pd
@@ -22,13 +21,3 @@ def read_tsv(path: str | os.PathLike) -> pd.DataFrame:
     if not os.path.isfile(path):
         raise InnError(f"table not found: {path}")
     return pd.read_csv(path, sep="\t")
-
-
-def concat_main(argv: list[str]) -> None:
-    """``inn concat-tables --out OUT IN...``: stack TSVs with the same columns into one."""
-    parser = argparse.ArgumentParser(prog="inn concat-tables", description=concat_main.__doc__)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("inputs", nargs="*")
-    args = parser.parse_args(argv)
-    frames = [read_tsv(p) for p in args.inputs]
-    write_tsv(args.out, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())

@@ -14,7 +14,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
-from inn.config import check_inputs, pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
+from inn.experiment.config import check_inputs, pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
 
 ENV = "../envs/inn.yaml"
@@ -31,7 +31,7 @@ except InnError as exc:
 
 
 def pos_corpora():
-    """The POS corpora this run prepares (inn.config.pos_corpora): every enabled corpus, a
+    """The POS corpora this run prepares (inn.experiment.config.pos_corpora): every enabled corpus, a
     Penn Treebank copy only when its path is given."""
     return configured_corpora(config)
 

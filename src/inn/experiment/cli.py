@@ -18,21 +18,21 @@ from inn.errors import InnError
 
 #: subcommand -> ("module:function", one-line help). Functions take ``argv: list[str]``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare-pos": ("inn.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
-    "generate-walks": ("inn.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
-    "walk-floor": ("inn.data.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
-    "walk-floor-survey": ("inn.data.walk_floor:survey_main", "the walks' floor over generator settings (direction, d, b)"),
+    "prepare-pos": ("inn.experiment.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
+    "generate-walks": ("inn.experiment.prepare:generate_walks_main", "generate the biased random walks for one b"),
+    "walk-floor": ("inn.experiment.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
+    "walk-floor-survey": ("inn.experiment.walk_floor:survey_main", "the walks' floor over generator settings (direction, d, b)"),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
     "download-treebank": ("inn.data.download:treebank_main", "download NLTK's Penn Treebank sample"),
-    "train": ("inn.train:main", "train one model on one prepared task (resumes from its last epoch)"),
-    "evaluate": ("inn.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
-    "train-perceptron": ("inn.perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
-    "time-model": ("inn.timing:time_model_main", "time a trained model's hidden states against sequence length"),
-    "fit-timing": ("inn.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
-    "collect": ("inn.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
-    "report": ("inn.report:main", "render the HTML report from the workflow's tables and measurements"),
-    "concat-tables": ("inn.tables:concat_main", "stack TSV tables with the same columns into one"),
-    "benchmark": ("inn.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
+    "train": ("inn.experiment.train:main", "train one model on one prepared task (resumes from its last epoch)"),
+    "evaluate": ("inn.experiment.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
+    "train-perceptron": ("inn.experiment.train_perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
+    "time-model": ("inn.experiment.timing:time_model_main", "time a trained model's hidden states against sequence length"),
+    "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
+    "collect": ("inn.experiment.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
+    "report": ("inn.experiment.report:main", "render the HTML report from the workflow's tables and measurements"),
+    "concat-tables": ("inn.experiment.collect:concat_main", "stack TSV tables with the same columns into one"),
+    "benchmark": ("inn.experiment.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
 
 

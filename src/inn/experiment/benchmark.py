@@ -49,7 +49,7 @@ from torch import nn
 from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
-from inn.peers import MISSING_NOTE, PEERS, available, peer_summary
+from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
@@ -110,17 +110,6 @@ class Row:
     grad_cosine: float = float("nan")  #: of the parameters' gradient with the exact one (tight adjoint)
     grad_error: float = float("nan")  #: ||g - g_exact|| / ||g_exact||, the same gradients
     note: str = ""
-
-
-def scale_recurrent(layer: nn.Module, radius: float) -> None:
-    """Rescale each k x k recurrent matrix of an ImplicitGRU to spectral radius ``radius``."""
-    k = layer.hidden_size
-    with torch.no_grad():
-        for weight in (layer.weight_pn, layer.weight_zr, layer.weight_c):
-            for block in weight.split(k):
-                rho = torch.linalg.eigvals(block.detach().double().cpu()).abs().max().item()
-                if rho > 0:
-                    block.mul_(radius / rho)
 
 
 def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -348,8 +337,8 @@ def run(args: argparse.Namespace) -> list[Row]:
     if args.data:
         if not args.checkpoint:
             raise InnError("--data needs --checkpoint, the trained model whose encoder makes the inputs")
-        from inn.models import load_checkpoint
-        from inn.timing import realistic_inputs
+        from inn.checkpoints import load_checkpoint
+        from inn.experiment.timing import realistic_inputs
 
         model, meta = load_checkpoint(args.checkpoint, device=device)
         if not isinstance(getattr(model, "rnn", None), (ImplicitGRU, ImplicitLSTM)):
@@ -450,10 +439,10 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
               slow: set[str]) -> None:
-    """A TorchDEQ row (:mod:`inn.peers`) on the same layer weights and batch as ours; like
+    """A TorchDEQ row (:mod:`inn.experiment.peers`) on the same layer weights and batch as ours; like
     ours, timed once (its forward; the IFT row's backward is then not timed) and skipped at
     longer n when one run exceeds the --max-seconds share."""
-    from inn.peers import Peer
+    from inn.experiment.peers import Peer
 
     row = row_of[name] = Row(method=name, **common)
     if name in slow:

@@ -14,7 +14,7 @@ Outputs:
   they were not run;
 - ``comparisons.tsv``: every paired comparison (each implicit model against each baseline, and on
   the walks every model against the floor): the difference with its bootstrap interval over test
-  sentences or walks, pooled over seeds (:mod:`inn.stats`);
+  sentences or walks, pooled over seeds (:mod:`inn.experiment.stats`);
 - ``runs.tsv``: one row per run (every seed), for users who want more than the means.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inn import paper
+from inn.experiment import paper
 from inn.errors import InnError
-from inn.stats import UnitScores, paired_bootstrap, unit_scores
+from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
@@ -272,3 +272,13 @@ def main(argv: list[str]) -> None:
     write_tsv(out / "table1.tsv", first)
     write_tsv(out / "table2.tsv", second)
     write_tsv(out / "comparisons.tsv", pd.DataFrame(comparisons, columns=COMPARISON_COLUMNS))
+
+
+def concat_main(argv: list[str]) -> None:
+    """``inn concat-tables --out OUT IN...``: stack TSVs with the same columns into one."""
+    parser = argparse.ArgumentParser(prog="inn concat-tables", description=concat_main.__doc__)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("inputs", nargs="*")
+    args = parser.parse_args(argv)
+    frames = [read_tsv(p) for p in args.inputs]
+    write_tsv(args.out, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())

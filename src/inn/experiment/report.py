@@ -2,7 +2,7 @@
 
 Everything shown comes from files the workflow wrote (tables, histories, timing measurements,
 the implicit-layer benchmark) plus the configuration that produced them; the paper's numbers
-come from :mod:`inn.paper` and are labelled as the paper's. Figures are matplotlib PNGs
+come from :mod:`inn.experiment.paper` and are labelled as the paper's. Figures are matplotlib PNGs
 embedded as data URIs, so the page is one file that can be mailed or archived.
 """
 
@@ -29,10 +29,10 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from inn import paper  # noqa: E402
-from inn.benchmark import OTHER_CELLS  # noqa: E402
-from inn.collect import run_key  # noqa: E402
-from inn.config import pos_corpora, validate_config  # noqa: E402
+from inn.experiment import paper  # noqa: E402
+from inn.experiment.benchmark import OTHER_CELLS  # noqa: E402
+from inn.experiment.collect import run_key  # noqa: E402
+from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 

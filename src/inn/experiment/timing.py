@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from inn import paper
+from inn.experiment import paper
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def time_checkpoint(checkpoint: str, data: str, lengths: list[int], repeats: int
     """Time a trained model's hidden states on realistic inputs of each length
     (:func:`realistic_inputs`)."""
     from inn.device import resolve_device
-    from inn.models import load_checkpoint
+    from inn.checkpoints import load_checkpoint
 
     device = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, device=device)

@@ -53,7 +53,8 @@ from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
 from inn.io import locked_folder, remove_stale_temps, torch_save
-from inn.models import CHECKPOINT_FORMAT, IMPLICIT_KINDS, ModelConfig, SequenceLabeler, build_model, parse_model_name
+from inn.checkpoints import CHECKPOINT_FORMAT, neural_payload
+from inn.models import IMPLICIT_KINDS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
 
@@ -547,9 +548,7 @@ def _finished(state: dict, cfg: TrainConfig) -> bool:
 
 
 def _payload(model: SequenceLabeler, meta: dict, settings: dict) -> dict:
-    return {"format": CHECKPOINT_FORMAT, "model_config": asdict(model.config),
-            "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-            "meta": {**meta, "settings": settings}, "settings": settings}
+    return neural_payload(model, {**meta, "settings": settings}, settings=settings)
 
 
 def _order(row: dict, task: str) -> dict:
@@ -697,7 +696,7 @@ def main(argv: list[str]) -> None:
     try:
         train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
               stop_after=args.stop_after)
-    except KeyboardInterrupt:  # inn.cli reports it in one line, with this note
+    except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
         last = Path(args.out) / "last.pt"
         note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
         raise KeyboardInterrupt(f"rerun the same command to {note}") from None
