@@ -12,6 +12,7 @@ import pytest
 
 from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
+from inn.experiment.collect import verdicts as collect_verdicts
 from inn.experiment.config import validate_config
 from inn.experiment.report import render, scale_differences
 from inn.tables import write_tsv
@@ -53,14 +54,21 @@ def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: f
     return evaluation / "metrics.json", train / "history.tsv"
 
 
+WALK_TRAINING = {"max_epochs": 6, "patience": 3}
+
+
 @pytest.fixture
 def runs(tmp_path):
     files = [
-        fake_run(tmp_path, "walks", "b0.5", "inn", 1, 0.12, [0.2, 0.15]),
-        fake_run(tmp_path, "walks", "b0.5", "inn", 2, 0.14, [0.2, 0.16]),
+        # patience 3, cap 6: the INN's seed 1 ended by patience (best epoch 2 of 5), seed 2 by the cap
+        fake_run(tmp_path, "walks", "b0.5", "inn", 1, 0.12, [0.2, 0.15], parameters=24065, epochs=5, best_epoch=2,
+                 training=WALK_TRAINING),
+        fake_run(tmp_path, "walks", "b0.5", "inn", 2, 0.14, [0.2, 0.16], parameters=24065, epochs=6, best_epoch=6,
+                 training=WALK_TRAINING),
         # the bigger b-LSTM is better on test but worse on dev: dev decides.
-        fake_run(tmp_path, "walks", "b0.5", "bilstm-h100", 1, 0.15, [0.2, 0.14]),
-        fake_run(tmp_path, "walks", "b0.5", "bilstm-h300", 1, 0.13, [0.2, 0.18]),
+        fake_run(tmp_path, "walks", "b0.5", "bilstm-h100", 1, 0.15, [0.2, 0.14], parameters=89801, epochs=6,
+                 best_epoch=3, training=WALK_TRAINING),
+        fake_run(tmp_path, "walks", "b0.5", "bilstm-h300", 1, 0.13, [0.2, 0.18], parameters=749401),
         fake_run(tmp_path, "walks", "b2", "inn", 1, 0.03, [0.05]),
         fake_run(tmp_path, "pos", "ewt", "bilstm", 1, 93.0, [90.0, 92.0], unseen_accuracy=80.0),
         fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [91.0, 92.5], unseen_accuracy=81.0),
@@ -96,6 +104,10 @@ def test_table1_means_seeds_and_picks_the_blstm_size_on_dev(runs):
     assert t1.loc[0.5, "floor"] == 0.1 and t1.loc[0.5, "inn_excess"] == pytest.approx(0.03)
     assert t1.loc[0.5, "inn_excess_low"] <= 0.03 <= t1.loc[0.5, "inn_excess_high"]
     assert t1.loc[2.0, "bilstm_seeds"] == 0 and t1.loc[2.0, "inn_excess"] == pytest.approx(0.02)
+    # Every model's size, and what ended its runs (the b-LSTM 300's metrics say nothing of it).
+    assert t1.loc[0.5, "inn_parameters"] == 24065 and t1.loc[0.5, "bilstm_parameters"] == 89801
+    assert t1.loc[0.5, "bilstm_sizes"] == "100 (89801.0),300 (749401.0)"
+    assert (t1.loc[0.5, "ended_by_patience"], t1.loc[0.5, "ended_by_cap"]) == (2, 1)
 
 
 def test_paired_comparisons_cover_every_implicit_model_and_the_floor(runs):
@@ -111,6 +123,29 @@ def test_paired_comparisons_cover_every_implicit_model_and_the_floor(runs):
     # Walks: INN seeds 0.12 and 0.14 pooled, against the b-LSTM 100's 0.15.
     row = c.set_index(["dataset", "model", "baseline"]).loc[("b0.5", "inn", "bilstm-h100")]
     assert row.difference == pytest.approx(-0.02) and row.model_seeds == 2 and row.baseline_seeds == 1
+    # One seed on a side: the interval is the test set's, and says so.
+    assert row.interval == "test set only (one seed)" and (row.low, row.high) == (row.test_low, row.test_high)
+    # Against the floor (a fixed rule), the INN's two seeds (0.12, 0.14) widen the interval.
+    row = c.set_index(["dataset", "model", "baseline"]).loc[("b0.5", "inn", "bayes")]
+    assert row.interval == "seeds and test set" and row.baseline_seeds == 0
+    assert row.low < row.test_low and row.high > row.test_high
+
+
+def test_verdicts_follow_the_papers_direction(runs):
+    root, _ = runs
+    v = pd.read_csv(root / "tables/verdict.tsv", sep="\t").set_index(["dataset", "baseline"])
+    # b = 2 is not a claim of the paper (its INN was behind there); the perceptron is not the paper's.
+    assert set(v.index) == {("b0.5", "bilstm-h100"), ("ewt", "bilstm")}
+    assert v.loc[("ewt", "bilstm"), "paper_difference"] == pytest.approx(97.37 - 97.25)
+    assert v.loc[("b0.5", "bilstm-h100"), "verdict"].endswith("on one seed (test-set interval)")
+    rows = [{"task": "walks", "dataset": "b0.5", "scale": "paper", "model": "inn", "baseline": "bilstm-h300",
+             "metric": "error", "difference": d, "low": lo, "high": hi, "interval": "seeds and test set",
+             "model_seeds": 3, "baseline_seeds": 3} for d, lo, hi in ((-0.01, -0.02, -0.005), (0.01, 0.005, 0.02),
+                                                                    (0.0, -0.01, 0.01))]
+    rows.append({**rows[0], "task": "pos", "dataset": "ewt", "baseline": "bigru", "metric": "accuracy",
+                 "difference": -0.4, "low": -0.6, "high": -0.2})
+    verdicts = collect_verdicts(pd.DataFrame(rows)).verdict.tolist()
+    assert verdicts == ["reproduced", "not reproduced", "inconclusive", "not reproduced"]
 
 
 def test_table2_orders_models_and_labels_reported_rows(runs):
@@ -165,6 +200,8 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
     comparisons = pd.read_html(io.StringIO(html), attrs={"id": "comparisons-table"})[0]
     assert len(comparisons) == len(pd.read_csv(tables / "comparisons.tsv", sep="\t"))
     assert "Bayes floor" in comparisons.baseline.tolist()
+    verdict = pd.read_html(io.StringIO(html), attrs={"id": "verdict-table"})[0]
+    assert len(verdict) == 2 and all("on one seed" in text for text in verdict.verdict)
     assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched
 
 

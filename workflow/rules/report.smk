@@ -12,6 +12,7 @@ rule collect_tables:
         table1=report("results/tables/table1.tsv", category="Tables", caption="../report/table1.rst"),
         table2=report("results/tables/table2.tsv", category="Tables", caption="../report/table2.rst"),
         comparisons=report("results/tables/comparisons.tsv", category="Tables", caption="../report/comparisons.rst"),
+        verdict=report("results/tables/verdict.tsv", category="Tables", caption="../report/verdict.rst"),
         runs="results/tables/runs.tsv",
     log:
         "logs/collect_tables.log",

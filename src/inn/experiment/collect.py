@@ -8,13 +8,15 @@ Outputs:
 
 - ``table1.tsv``: per b, the floor, then for the INN, the implicit LSTM and the b-LSTM (the size
   with the lowest dev error): mean error over seeds, its standard deviation, the per-seed errors,
-  the excess over the floor with its paired 95% interval; and the paper's two columns;
+  its parameter count, the excess over the floor with its seed-aware 95% interval; how many runs
+  patience ended and how many the epoch cap; and the paper's two columns;
 - ``table2.tsv``: corpus, model, accuracy (mean, sd, per seed), unseen-word accuracy, and the
   paper's WSJ figure, with the reported Stanford tagger and reference figures as rows that say
   they were not run;
 - ``comparisons.tsv``: every paired comparison (each implicit model against each baseline, and on
-  the walks every model against the floor): the difference with its bootstrap interval over test
-  sentences or walks, pooled over seeds (:mod:`inn.experiment.stats`);
+  the walks every model against the floor): the pooled difference with its seed-aware interval
+  (test set and seeds) and its test-set-only interval (:mod:`inn.experiment.stats`);
+- ``verdict.tsv``: each of the paper's claims that the runs test, with its verdict;
 - ``runs.tsv``: one row per run (every seed), for users who want more than the means.
 """
 
@@ -54,6 +56,16 @@ def run_key(path: str | Path) -> dict:
     return key
 
 
+def _ended_by(metrics: dict) -> str | None:
+    """What ended a neural run's training: ``patience`` (that many epochs without a better dev
+    score) or ``cap`` (``max_epochs`` reached first); None where the metrics do not say."""
+    training = metrics.get("training") or {}
+    epochs, best, patience = metrics.get("epochs"), metrics.get("best_epoch"), training.get("patience")
+    if None in (epochs, best, patience) or "max_epochs" not in training:
+        return None
+    return "patience" if epochs - best >= patience else "cap"
+
+
 def _best_dev(history: pd.DataFrame, task: str) -> float:
     column = "dev_accuracy" if task == "pos" else "dev_error"
     if column not in history or history[column].isna().all():
@@ -73,6 +85,7 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         sized = SIZED.match(key["model"])
         row["base_model"] = sized["base"] if sized else key["model"]
         row["size"] = int(sized["size"]) if sized else data.get("hidden_size")
+        row["ended_by"] = _ended_by(data)
         rows.append(row)
     runs = pd.DataFrame(rows)
     if runs.empty:
@@ -99,6 +112,12 @@ def _seed_summary(values: pd.Series, digits: int) -> dict:
             "seeds": len(values), "values": ",".join(f"{v:.{digits}f}" for v in values)}
 
 
+def _parameters(runs: pd.DataFrame) -> float:
+    """The trainable parameter count of a model's runs (one size, so one count)."""
+    counts = runs["parameters"].dropna().unique() if "parameters" in runs else []
+    return float(counts[0]) if len(counts) else np.nan
+
+
 def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its runs."""
     bilstm = group[group.base_model == "bilstm"]
@@ -117,17 +136,29 @@ def _predictions(runs: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def _compare(rows: list, task: str, dataset: str, model: str, baseline: str, a: UnitScores, b: UnitScores,
-             scale: float) -> dict:
+             scale: float, scale_label: str | None = None) -> dict:
+    """One row of ``comparisons.tsv``: the difference with its seed-aware interval (``low``,
+    ``high``: test set and seeds; the test set only where a side has one seed, as ``interval``
+    says), which decides ``distinguishable``, and the test-set-only interval beside it."""
     result = paired_bootstrap(a, b, seed=BOOTSTRAP_SEED)
-    row = {"task": task, "dataset": dataset, "model": model, "baseline": baseline,
+    row = {"task": task, "dataset": dataset, "scale": scale_label, "model": model, "baseline": baseline,
            "metric": "accuracy" if task == "pos" else "error",
            "model_value": a.rate * scale, "baseline_value": b.rate * scale,
            "difference": result["difference"] * scale, "low": result["low"] * scale,
-           "high": result["high"] * scale, "p_value": result["p_value"], "units": result["units"],
-           "model_seeds": a.seeds, "baseline_seeds": b.seeds,
+           "high": result["high"] * scale, "p_value": result["p_value"],
+           "interval": "seeds and test set" if result["seed_aware"] else "test set only (one seed)",
+           "test_low": result["test_low"] * scale, "test_high": result["test_high"] * scale,
+           "test_p_value": result["test_p_value"], "units": result["units"],
+           "model_seeds": a.seeds, "baseline_seeds": 0 if b.fixed else b.seeds,
            "distinguishable": bool(result["low"] > 0 or result["high"] < 0)}
     rows.append(row)
     return row
+
+
+def _scale(runs: pd.DataFrame) -> str | None:
+    """The scale label(s) of some runs (``paper``, ``comparison``...), as their metrics name it."""
+    labels = sorted(runs["scale"].dropna().astype(str).unique()) if "scale" in runs else []
+    return ",".join(labels) or None
 
 
 def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None]] | None = None,
@@ -148,7 +179,9 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
         group = walks[walks.dataset == dataset] if not walks.empty else walks
         b = float(dataset.removeprefix("b"))
         floor_row, floor_predictions = floors.get(dataset, ({}, None))
-        floor_scores = unit_scores([floor_predictions], "sequence", "wrong") if floor_predictions is not None else None
+        floor_scores = (unit_scores([floor_predictions], "sequence", "wrong", fixed=True)
+                        if floor_predictions is not None else None)
+        scale = _scale(group) if not group.empty else None
         best_size, bilstm = best_bilstm(group) if not group.empty else (np.nan, group)
         theirs = paper.TABLE1.get(b, {})
         row = {"b": b, "floor": floor_row.get("bayes_error", np.nan), "direction": floor_row.get("direction"),
@@ -159,7 +192,8 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                                  ("bilstm", bilstm)):
             summary = _seed_summary(model_runs.get("error", pd.Series(dtype=float)), 4)
             row.update({f"{name}_error": summary["mean"], f"{name}_error_std": summary["std"],
-                        f"{name}_seeds": summary["seeds"], f"{name}_errors": summary["values"]})
+                        f"{name}_seeds": summary["seeds"], f"{name}_errors": summary["values"],
+                        f"{name}_parameters": _parameters(model_runs)})
             row[f"{name}_excess"] = summary["mean"] - row["floor"]
             row[f"{name}_excess_low"] = row[f"{name}_excess_high"] = np.nan
             predictions = _predictions(model_runs)
@@ -167,22 +201,27 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                 scored[name] = unit_scores(predictions, "sequence", "wrong")
                 if floor_scores is not None:
                     label = f"bilstm-h{best_size}" if name == "bilstm" else name
-                    result = _compare(comparisons, "walks", dataset, label, "bayes", scored[name], floor_scores, 1.0)
+                    result = _compare(comparisons, "walks", dataset, label, "bayes", scored[name], floor_scores, 1.0,
+                                      scale)
                     row[f"{name}_excess_low"], row[f"{name}_excess_high"] = result["low"], result["high"]
         row["bilstm_best_size"] = best_size
-        row["bilstm_sizes"] = ",".join(str(int(s)) for s in sorted(
-            group[group.base_model == "bilstm"]["size"].dropna().unique())) if not group.empty else ""
+        sweep = group[group.base_model == "bilstm"] if not group.empty else group
+        row["bilstm_sizes"] = ",".join(f"{int(size)} ({_parameters(sweep[sweep['size'] == size])})"
+                                       for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
+        ended = group["ended_by"].value_counts() if "ended_by" in group else pd.Series(dtype=int)
+        row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
         for name in IMPLICIT:
             if name in scored and "bilstm" in scored:
                 _compare(comparisons, "walks", dataset, name, f"bilstm-h{best_size}", scored[name],
-                         scored["bilstm"], 1.0)
+                         scored["bilstm"], 1.0, scale)
         row.update(paper_inn_error=theirs.get("inn", np.nan), paper_bilstm_error=theirs.get("bilstm", np.nan))
         rows.append(row)
     columns = ["b", "floor", "direction", "dim"]
     for name in ("inn", "inn_lstm", "bilstm"):
-        columns += [f"{name}_error", f"{name}_error_std", f"{name}_seeds", f"{name}_errors", f"{name}_excess",
-                    f"{name}_excess_low", f"{name}_excess_high"]
-    columns += ["bilstm_best_size", "bilstm_sizes", "paper_inn_error", "paper_bilstm_error"]
+        columns += [f"{name}_error", f"{name}_error_std", f"{name}_seeds", f"{name}_errors", f"{name}_parameters",
+                    f"{name}_excess", f"{name}_excess_low", f"{name}_excess_high"]
+    columns += ["bilstm_best_size", "bilstm_sizes", "ended_by_patience", "ended_by_cap", "paper_inn_error",
+                "paper_bilstm_error"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("b", ascending=False, ignore_index=True)
 
@@ -220,7 +259,8 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
                 # Implicit models against each other once: the implicit LSTM against the INN.
                 if model in scored and baseline != model and not (
                         baseline in IMPLICIT and IMPLICIT.index(baseline) > IMPLICIT.index(model)):
-                    _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0)
+                    _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0,
+                             _scale(group))
         for name, value in paper.REFERENCES.get(corpus, {}).items():
             rows.append({"corpus": corpus, "model": "reference", "name": name, "accuracy": value,
                          "seeds": 0, "run": "reported, not run"})
@@ -231,9 +271,54 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
     return pd.DataFrame(rows, columns=columns)
 
 
-COMPARISON_COLUMNS = ["task", "dataset", "model", "baseline", "metric", "model_value", "baseline_value",
-                      "difference", "low", "high", "p_value", "units", "model_seeds", "baseline_seeds",
-                      "distinguishable"]
+COMPARISON_COLUMNS = ["task", "dataset", "scale", "model", "baseline", "metric", "model_value", "baseline_value",
+                      "difference", "low", "high", "p_value", "interval", "test_low", "test_high", "test_p_value",
+                      "units", "model_seeds", "baseline_seeds", "distinguishable"]
+VERDICT_COLUMNS = ["claim", "task", "dataset", "scale", "model", "baseline", "metric", "paper_difference",
+                   "difference", "low", "high", "interval", "model_seeds", "baseline_seeds", "verdict"]
+
+
+def verdicts(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The paper's claims tested by our runs, one row per comparison that tests one.
+
+    Claims: the INN's per-step error lies below the b-LSTM's for b <= 1 (Table 1; against the
+    best size of our sweep), and the INN's accuracy above the BiGRU's and the BiLSTM's (Table 2).
+    The verdict reads the interval that decides ``distinguishable``: *reproduced* where it
+    excludes zero in the paper's direction, *not reproduced* where it excludes zero in the other,
+    *inconclusive* otherwise; with one seed on either side it is the test-set interval, and the
+    verdict says "on one seed".
+    """
+    rows = []
+    for r in comparisons.itertuples() if not comparisons.empty else []:
+        if r.model != "inn":
+            continue
+        if r.task == "walks" and str(r.baseline).startswith("bilstm"):
+            b = float(str(r.dataset).removeprefix("b"))
+            if b > 1:
+                continue
+            claim, sign = f"INN error below the b-LSTM's (b = {b:g})", -1
+            theirs = paper.TABLE1.get(b, {})
+            paper_difference = theirs.get("inn", np.nan) - theirs.get("bilstm", np.nan)
+        elif r.task == "pos" and r.baseline in ("bigru", "bilstm"):
+            claim, sign = f"INN accuracy above the {paper.MODEL_NAMES[r.baseline]}'s ({r.dataset})", 1
+            paper_difference = paper.TABLE2_WSJ["inn"] - paper.TABLE2_WSJ[r.baseline]
+        else:
+            continue
+        # the interval's bounds in the paper's direction: both above zero where the claim holds
+        near, far = sorted((sign * r.low, sign * r.high))
+        if near > 0:
+            verdict = "reproduced"
+        elif far < 0:
+            verdict = "not reproduced"
+        else:
+            verdict = "inconclusive"
+        if r.interval != "seeds and test set":
+            verdict += " on one seed (test-set interval)"
+        rows.append({"claim": claim, "task": r.task, "dataset": r.dataset, "scale": r.scale, "model": r.model,
+                     "baseline": r.baseline, "metric": r.metric, "paper_difference": paper_difference,
+                     "difference": r.difference, "low": r.low, "high": r.high, "interval": r.interval,
+                     "model_seeds": r.model_seeds, "baseline_seeds": r.baseline_seeds, "verdict": verdict})
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
 def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] = ()) -> dict:
@@ -253,7 +338,7 @@ def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] 
 
 
 def main(argv: list[str]) -> None:
-    """``inn collect``: write table1.tsv, table2.tsv, comparisons.tsv and runs.tsv from the runs' files."""
+    """``inn collect``: write table1.tsv, table2.tsv, comparisons.tsv, verdict.tsv and runs.tsv from the runs' files."""
     parser = argparse.ArgumentParser(prog="inn collect", description=main.__doc__)
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.json files")
     parser.add_argument("--histories", nargs="*", default=[], help="history.tsv files")
@@ -271,7 +356,9 @@ def main(argv: list[str]) -> None:
     write_tsv(out / "runs.tsv", runs.drop(columns="predictions_path", errors="ignore"))
     write_tsv(out / "table1.tsv", first)
     write_tsv(out / "table2.tsv", second)
-    write_tsv(out / "comparisons.tsv", pd.DataFrame(comparisons, columns=COMPARISON_COLUMNS))
+    comparisons_table = pd.DataFrame(comparisons, columns=COMPARISON_COLUMNS)
+    write_tsv(out / "comparisons.tsv", comparisons_table)
+    write_tsv(out / "verdict.tsv", verdicts(comparisons_table))
 
 
 def concat_main(argv: list[str]) -> None:

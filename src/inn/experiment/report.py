@@ -334,6 +334,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         table2=table2,
         table2_figure=table2_figure(table2),
         comparisons=_read(tables / "comparisons.tsv"),
+        verdict=_read(tables / "verdict.tsv"),
         data_pos=_read(tables / "data_pos.tsv"),
         data_walks=_read(tables / "data_walks.tsv"),
         walk_lengths=walk_lengths_figure(_read(tables / "data_walk_lengths.tsv")),
