@@ -11,8 +11,9 @@ Every model is ``encoder -> recurrent layer -> per-position output``:
   is what the paper times;
 - the output is a softmax over tags (POS) or a logistic unit per step (walks).
 
-Model names as the workflow spells them: ``inn``, ``inn_lstm``, ``gru``, ``lstm``, ``bigru``,
-``bilstm``, optionally with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
+Model names as the workflow spells them are the keys of the registry :data:`MODELS` (``inn``,
+``inn_lstm``, ``gru``, ``lstm``, ``bigru``, ``bilstm``, ``perceptron``), the neural ones optionally
+with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
 """
 
 from __future__ import annotations
@@ -26,27 +27,93 @@ from torch import Tensor, nn
 
 from inn.errors import InnError
 
-#: recurrent layer kinds: name -> (cell, bidirectional); "inn" is the implicit GRU,
-#: "inn_lstm" the implicit LSTM
-KINDS: dict[str, tuple[str, bool]] = {
-    "inn": ("implicit_gru", True),
-    "inn_lstm": ("implicit_lstm", True),
-    "gru": ("gru", False),
-    "lstm": ("lstm", False),
-    "bigru": ("gru", True),
-    "bilstm": ("lstm", True),
-}
-#: the kinds whose layer is implicit (solved; solver options, warm starts and statistics)
-IMPLICIT_KINDS = ("inn", "inn_lstm")
 TASKS = ("pos", "walks")
-_NAME = re.compile(r"^(?P<kind>[a-z_]+)(?:-h(?P<hidden>\d+))?$")
+#: the hidden-size rule's word for the input feature size (the paper's k = 448 for POS)
+FEATURES = "features"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the experiments: everything the config, the workflow's rules, the tables,
+    the report and the benchmark know of it. Adding a model to the experiments is one
+    :func:`register` call (or one entry below).
+
+    ``cell`` names the recurrent layer :func:`recurrent_layer` builds (``implicit_gru``,
+    ``implicit_lstm``, ``gru``, ``lstm``); None marks a model that is not a neural sequence
+    labeller (the averaged perceptron). ``sizes`` is the hidden-size rule per task: the keys
+    under ``models.<task>`` in the config tried in order, the first one set wins, and
+    :data:`FEATURES` stands for the input feature size; a list-valued key (the b-LSTM's
+    ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task without a
+    rule is one the model is not trained on.
+    """
+
+    name: str
+    display: str
+    cell: str | None
+    bidirectional: bool = False
+    implicit: bool = False
+    sizes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    in_paper: bool = True
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(task for task in TASKS if task in self.sizes)
+
+
+#: every model of the experiments, by the name the config and the result paths use, in the
+#: paper's order (Table 2's row order)
+MODELS: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    """Add a model to the experiments (replacing one of the same name)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", spec.name):
+        raise InnError(f"model name {spec.name!r}: use lower-case letters, digits and _ (it is a path part)")
+    MODELS[spec.name] = spec
+    return spec
+
+
+_BASELINE = {"pos": ("baseline_hidden_size",)}
+for _spec in (
+    ModelSpec("gru", "GRU", "gru", sizes=_BASELINE),
+    ModelSpec("lstm", "LSTM", "lstm", sizes=_BASELINE),
+    ModelSpec("bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE),
+    ModelSpec("bilstm", "b-LSTM", "lstm", bidirectional=True,
+              sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)}),
+    ModelSpec("inn", "INN", "implicit_gru", bidirectional=True, implicit=True,
+              sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)}),
+    ModelSpec("inn_lstm", "Implicit LSTM (ours, not in the paper)", "implicit_lstm", bidirectional=True,
+              implicit=True, in_paper=False,
+              sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS}),
+    ModelSpec("perceptron", "Averaged perceptron (NLTK)", None, in_paper=False, sizes={"pos": ()}),
+):
+    register(_spec)
+
+
+def neural_models() -> list[str]:
+    """The registry's neural sequence labellers (what ``inn train --model`` accepts)."""
+    return [name for name, spec in MODELS.items() if spec.cell is not None]
+
+
+def implicit_models() -> list[str]:
+    """The models whose layer is implicit (solved: solver options, warm starts, statistics)."""
+    return [name for name, spec in MODELS.items() if spec.implicit]
+
+
+_NAME = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?:-h(?P<hidden>\d+))?$")
+
+
+def base_name(name: str) -> str:
+    """The registry's name of a run's model: ``"bilstm-h300"`` -> ``"bilstm"``, ``"perceptron"`` as is."""
+    return re.sub(r"-h\d+$", "", name)
 
 
 def parse_model_name(name: str) -> tuple[str, int | None]:
     """``"bilstm-h300"`` -> ``("bilstm", 300)``; ``"inn"`` -> ``("inn", None)``."""
     match = _NAME.match(name)
-    if not match or match["kind"] not in KINDS:
-        raise InnError(f"unknown model {name!r}: use one of {', '.join(KINDS)}, optionally with a size (bilstm-h300)")
+    if not match or match["kind"] not in neural_models():
+        raise InnError(f"unknown model {name!r}: use one of {', '.join(neural_models())}, "
+                       "optionally with a size (bilstm-h300)")
     hidden = match["hidden"]
     return match["kind"], (int(hidden) if hidden else None)
 
@@ -56,7 +123,7 @@ class ModelConfig:
     """Everything needed to rebuild a model (stored in its checkpoint)."""
 
     task: str  # "pos" (softmax over tags) or "walks" (logistic unit per step)
-    kind: str  # a key of KINDS
+    kind: str  # a neural model of the registry (MODELS)
     hidden_size: int  # per direction for the explicit baselines; k for the implicit layers
     num_classes: int  # tags (pos) or 2 (walks: one logistic unit)
     # POS encoder: vocabulary sizes and embedding widths (paper: 39,002 / 2,002 / 320 / 20)
@@ -76,20 +143,24 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise InnError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
-        if self.kind not in KINDS:
-            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(KINDS)}")
+        if self.kind not in neural_models():
+            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}")
         if self.hidden_size < 1:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
         self.affix_vocab = tuple(self.affix_vocab)
 
     @property
+    def spec(self) -> ModelSpec:
+        return MODELS[self.kind]
+
+    @property
     def bidirectional(self) -> bool:
-        return KINDS[self.kind][1]
+        return self.spec.bidirectional
 
     @property
     def implicit(self) -> bool:
-        """Is the recurrent layer implicit (:data:`IMPLICIT_KINDS`)?"""
-        return self.kind in IMPLICIT_KINDS
+        """Is the recurrent layer implicit (solved)?"""
+        return self.spec.implicit
 
 
 # --------------------------------------------------------------------------- encoders
@@ -167,7 +238,7 @@ def reverse_index(mask: Tensor) -> Tensor:
 
 def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
     """The model's hidden layer: the implicit GRU or LSTM, or an explicit baseline."""
-    cell, bidirectional = KINDS[cfg.kind]
+    cell, bidirectional = cfg.spec.cell, cfg.spec.bidirectional
     if cfg.implicit:
         from inn.nn import ImplicitGRU, ImplicitLSTM
 

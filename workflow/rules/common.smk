@@ -14,8 +14,10 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
-from inn.experiment.config import check_inputs, pos_corpora as configured_corpora, timed_pos_corpus, timed_walk_b, validate_config
+from inn.experiment.config import check_inputs, model_sizes, pos_corpora as configured_corpora, run_models
+from inn.experiment.config import timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
+from inn.models import MODELS, base_name, parse_model_name
 
 ENV = "../envs/inn.yaml"
 SPLITS = ["train", "dev", "test"]
@@ -72,6 +74,8 @@ def corpus_args(wildcards, input):
 
 # --------------------------------------------------------------------------- training runs
 RUN = "{task}/{dataset}/{model}/seed{seed}"
+#: the model wildcard of the neural runs: a neural model of the registry, optionally sized (bilstm-h300)
+NEURAL_MODEL = "(" + "|".join(name for name, spec in MODELS.items() if spec.cell) + r")(-h\d+)?"
 
 
 wildcard_constraints:
@@ -80,16 +84,11 @@ wildcard_constraints:
 
 
 def training_runs():
-    """(task, dataset, model, seed) of every configured run."""
-    runs = []
-    pos, walks = config["models"]["pos"], config["models"]["walks"]
-    for dataset in pos_corpora():
-        runs += [("pos", dataset, model) for model in pos["run"]]
+    """(task, dataset, model, seed) of every configured run (inn.experiment.config.run_models)."""
+    runs = [("pos", dataset, model) for dataset in pos_corpora() for model in run_models(config, "pos")]
+    walks = config["models"]["walks"]
     biases = walk_biases() if walks["b"] is None else [f"{b:g}" for b in walks["b"]]
-    for b in biases:
-        runs += [("walks", f"b{b}", model) for model in ("inn", "inn_lstm") if model in walks["run"]]
-        if "bilstm" in walks["run"]:
-            runs += [("walks", f"b{b}", f"bilstm-h{size}") for size in walks["bilstm_hidden_sizes"]]
+    runs += [("walks", f"b{b}", model) for b in biases for model in run_models(config, "walks")]
     return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
 
 
@@ -126,12 +125,12 @@ def data_files(splits):
 
 def model_settings(wildcards):
     """The run's settings as the JSON that `inn train --settings` reads."""
-    task, model = wildcards.task, wildcards.model
-    sizes, solver = config["models"][task], config["solver"]
-    options = {}
-    if model in ("inn", "inn_lstm"):  # the implicit GRU and LSTM
-        lstm_size = sizes["inn_lstm_hidden_size"] if model == "inn_lstm" else None
-        options["hidden_size"] = lstm_size or sizes["inn_hidden_size"]
+    task = wildcards.task
+    kind, size = parse_model_name(wildcards.model)
+    options, solver = {}, config["solver"]
+    if size is None:
+        options["hidden_size"] = model_sizes(config, task, kind)[0]  # None: the feature size
+    if MODELS[kind].implicit:
         solver_options = {"tol": solver["tol"], "strict": solver["strict"]}
         if solver["max_iter"] is not None:
             solver_options["max_iter"] = solver["max_iter"]
@@ -142,8 +141,6 @@ def model_settings(wildcards):
             trainable_boundary=solver["trainable_boundary"],
             solver_options={**solver_options, **solver["options"]},
         )
-    elif task == "pos":
-        options["hidden_size"] = sizes["baseline_hidden_size"]
     meta = {"scale": config["scale"], "dataset": wildcards.dataset, "seed": int(wildcards.seed)}
     return json.dumps({"training": config["training"][task], "model": options, "meta": meta})
 
@@ -168,7 +165,9 @@ def timed_runs():
     """Every neural model of the timed data sets, first seed (the perceptron has no layer to time)."""
     seed = config["seeds"][0]
     datasets = timed_datasets()
-    return sorted({(t, d, m, seed) for t, d, m, _ in training_runs() if (t, d) in datasets and m != "perceptron"})
+    return sorted(
+        {(t, d, m, seed) for t, d, m, _ in training_runs() if (t, d) in datasets and MODELS[base_name(m)].cell}
+    )
 
 
 def benchmarked_runs():
@@ -179,10 +178,9 @@ def benchmarked_runs():
 
 
 def inn_hidden_size(wildcards):
-    """The INN's k for a task: configured, or (POS) the input feature size as in the paper."""
-    size = config["models"][wildcards.task]["inn_hidden_size"]
+    """The INN's k for a task by its registry rule: configured, or (POS) the input feature size."""
     features = config["features"]
-    return size or features["word_dim"] + 6 * features["affix_dim"] + 8
+    return model_sizes(config, wildcards.task, "inn")[0] or features["word_dim"] + 6 * features["affix_dim"] + 8
 
 
 def run_files(pattern, runs):

@@ -14,7 +14,7 @@ rule train_model:
     benchmark:
         f"benchmarks/train_model/{RUN}.tsv"
     wildcard_constraints:
-        model=r"inn|inn_lstm|gru|lstm|bigru|bilstm|bilstm-h\d+",
+        model=NEURAL_MODEL,
     params:
         data=data_dir,
         out=lambda wildcards, output: Path(output.checkpoint).parent,

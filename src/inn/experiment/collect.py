@@ -33,14 +33,13 @@ import pandas as pd
 
 from inn.experiment import paper
 from inn.errors import InnError
+from inn.models import MODELS, implicit_models
 from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
 SIZED = re.compile(r"^(?P<base>[a-z_]+)-h(?P<size>\d+)$")
 FLOOR_PATH = re.compile(r"walks/(?P<dataset>b[^/]+)/floor(?:_predictions)?\.tsv$")
-#: The implicit models, compared against every other model of their data set.
-IMPLICIT = ("inn", "inn_lstm")
 #: Seeds of the paired bootstrap's resampling (fixed: the intervals are reproducible).
 BOOTSTRAP_SEED = 2017
 
@@ -210,7 +209,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                                        for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
         ended = group["ended_by"].value_counts() if "ended_by" in group else pd.Series(dtype=int)
         row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
-        for name in IMPLICIT:
+        for name in ("inn", "inn_lstm"):
             if name in scored and "bilstm" in scored:
                 _compare(comparisons, "walks", dataset, name, f"bilstm-h{best_size}", scored[name],
                          scored["bilstm"], 1.0, scale)
@@ -234,7 +233,8 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
     """
     comparisons = comparisons if comparisons is not None else []
     pos = runs[runs.task == "pos"] if not runs.empty else runs
-    order = list(paper.MODEL_NAMES)
+    order = list(MODELS)
+    implicit = implicit_models()
     rows = []
     for corpus in corpora:
         group = pos[pos.dataset == corpus] if not pos.empty else pos
@@ -245,7 +245,7 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
             runs_ = group[group.model == model]
             summary = _seed_summary(runs_["accuracy"], 2)
             unseen = runs_.get("unseen_accuracy", pd.Series(dtype=float)).dropna()
-            rows.append({"corpus": corpus, "model": model, "name": paper.MODEL_NAMES.get(model, model),
+            rows.append({"corpus": corpus, "model": model, "name": MODELS[model].display if model in MODELS else model,
                          "accuracy": summary["mean"], "accuracy_std": summary["std"],
                          "accuracies": summary["values"],
                          "unseen_accuracy": float(unseen.mean()) if len(unseen) else np.nan,
@@ -254,11 +254,11 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
             predictions = _predictions(runs_)
             if predictions:
                 scored[model] = unit_scores(predictions, "sentence", "correct")
-        for model in IMPLICIT:
+        for model in implicit:
             for baseline in scored:
                 # Implicit models against each other once: the implicit LSTM against the INN.
                 if model in scored and baseline != model and not (
-                        baseline in IMPLICIT and IMPLICIT.index(baseline) > IMPLICIT.index(model)):
+                        baseline in implicit and implicit.index(baseline) > implicit.index(model)):
                     _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0,
                              _scale(group))
         for name, value in paper.REFERENCES.get(corpus, {}).items():
@@ -300,7 +300,7 @@ def verdicts(comparisons: pd.DataFrame) -> pd.DataFrame:
             theirs = paper.TABLE1.get(b, {})
             paper_difference = theirs.get("inn", np.nan) - theirs.get("bilstm", np.nan)
         elif r.task == "pos" and r.baseline in ("bigru", "bilstm"):
-            claim, sign = f"INN accuracy above the {paper.MODEL_NAMES[r.baseline]}'s ({r.dataset})", 1
+            claim, sign = f"INN accuracy above the {MODELS[r.baseline].display}'s ({r.dataset})", 1
             paper_difference = paper.TABLE2_WSJ["inn"] - paper.TABLE2_WSJ[r.baseline]
         else:
             continue

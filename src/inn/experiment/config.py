@@ -25,6 +25,7 @@ import jsonschema
 import yaml
 
 from inn.errors import InnError
+from inn.models import FEATURES, MODELS
 
 
 def _with_defaults(validator_class):
@@ -79,6 +80,7 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
     """
     if not isinstance(schema, Mapping):
         schema = load_schema(schema)
+    schema = with_registry(schema)
     validator_class = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_class)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
@@ -86,6 +88,40 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
         raise InnError(f"config: {_where(error)}")
     check_config(config)
     return config
+
+
+def with_registry(schema: Mapping) -> dict:
+    """``schema`` with the model lists (``models.<task>.run``) taken from the registry
+    (:data:`inn.models.MODELS`): a model registered there is a model the config may name."""
+    schema = copy.deepcopy(dict(schema))
+    tasks = schema["properties"]["models"]["properties"]
+    for task, section in tasks.items():
+        section["properties"]["run"]["items"]["enum"] = [name for name, spec in MODELS.items() if task in spec.tasks]
+    return schema
+
+
+def model_sizes(config: Mapping, task: str, model: str) -> list[int | None]:
+    """A model's hidden sizes on ``task`` by its registry rule (:class:`inn.models.ModelSpec`):
+    one size, the sizes of a sweep, or ``[None]`` where the rule falls through to the input
+    feature size (which ``inn train`` computes from the prepared data) or the model has none."""
+    for key in MODELS[model].sizes[task]:
+        if key == FEATURES:
+            break
+        value = config["models"][task].get(key)
+        if value is not None:
+            return list(value) if isinstance(value, list) else [value]
+    return [None]
+
+
+def run_models(config: Mapping, task: str) -> list[str]:
+    """The model names a validated config trains on ``task``: one per model, or one per size
+    of a sweep (``bilstm-h300``)."""
+    names = []
+    for model in config["models"][task]["run"]:
+        rule = MODELS[model].sizes[task]
+        sweep = any(isinstance(config["models"][task].get(key), list) for key in rule)
+        names += [f"{model}-h{size}" for size in model_sizes(config, task, model)] if sweep else [model]
+    return names
 
 
 def pos_corpora(config: Mapping) -> list[str]:

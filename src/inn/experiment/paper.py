@@ -32,8 +32,3 @@ TIMING = {
 }
 PAPER_WALL_CLOCK = "implicit runs 3-5 days, explicit runs 1-3 hours on one Tesla K40"
 
-#: Display names, in the paper's order.
-MODEL_NAMES = {
-    "gru": "GRU", "lstm": "LSTM", "bigru": "Bidirectional GRU", "bilstm": "b-LSTM",
-    "inn": "INN", "inn_lstm": "Implicit LSTM (ours, not in the paper)", "perceptron": "Averaged perceptron (NLTK)",
-}

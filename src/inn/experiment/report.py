@@ -30,10 +30,10 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from inn.experiment import paper  # noqa: E402
-from inn.experiment.benchmark import OTHER_CELLS  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
+from inn.models import MODELS  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -231,7 +231,8 @@ def table1_figure(table1: pd.DataFrame) -> str | None:
     fig, ax = plt.subplots(figsize=(6.4, 4))
     b = table1.b.to_numpy()
     ax.plot(b, table1.floor, "k-", lw=2, label="Bayes-optimal floor (this task)")
-    for name, label, colour in (("inn", "INN", "C0"), ("inn_lstm", "implicit LSTM", "C2"), ("bilstm", "b-LSTM", "C1")):
+    for name, colour in (("inn", "C0"), ("inn_lstm", "C2"), ("bilstm", "C1")):
+        label = MODELS[name].display
         if table1[f"{name}_error"].notna().any():
             ax.plot(b, table1[f"{name}_error"], "o-", color=colour, label=f"{label} (ours, mean over seeds)")
             for bias, values in zip(b, table1[f"{name}_errors"]):
@@ -268,7 +269,8 @@ def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
     """Forward seconds of our solvers and TorchDEQ's on the same systems (its solvers have no
     backward of their own), with F evaluations, the final residual in our definition and the
     failed sequences at the longest n, and each row's time over our fastest there."""
-    implicit = group[~group.method.isin(["bigru", "bilstm", *OTHER_CELLS])]  # the GRU systems
+    # the implicit GRU's systems: not the baselines' rows, nor another cell's (the implicit LSTM's)
+    implicit = group[~group.method.isin(["bigru", "bilstm"]) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
     pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
     pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
     longest = pivot.columns.max()

@@ -54,7 +54,7 @@ from inn.device import resolve_device
 from inn.errors import InnError, positive_int
 from inn.io import locked_folder, remove_stale_temps, torch_save
 from inn.checkpoints import CHECKPOINT_FORMAT, neural_payload
-from inn.models import IMPLICIT_KINDS, ModelConfig, SequenceLabeler, build_model, parse_model_name
+from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
 
@@ -450,11 +450,11 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     if size is not None:
         options["hidden_size"] = size
     if options.get("hidden_size") is None:
-        if kind in IMPLICIT_KINDS and task == "pos":  # paper: hidden size = feature size (448)
+        if FEATURES in MODELS[kind].sizes.get(task, ()) and task == "pos":  # paper: k = feature size (448)
             options["hidden_size"] = (data.model_fields["word_dim"] + 6 * data.model_fields["affix_dim"] + 8)
         else:
             raise InnError(f"model {model_name}: no hidden size given")
-    if kind not in IMPLICIT_KINDS:
+    if not MODELS[kind].implicit:
         options = {k: v for k, v in options.items() if k not in ("solver", "solver_options", "trainable_boundary")}
     model_cfg = ModelConfig(task=task, kind=kind, dropout=cfg.dropout, **data.model_fields, **options)
     settings = _run_settings(model_cfg, cfg)
@@ -678,7 +678,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn train", description=train.__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, choices=["pos", "walks"])
     parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
-    parser.add_argument("--model", required=True, help="inn, inn_lstm, gru, lstm, bigru, bilstm, or e.g. bilstm-h300")
+    parser.add_argument("--model", required=True, help="a neural model of inn.models.MODELS (inn, inn_lstm, gru, lstm, "
+                        "bigru, bilstm), optionally with a size: bilstm-h300")
     parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
     parser.add_argument("--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}')
     parser.add_argument("--settings-file", help="the same JSON in a file")
