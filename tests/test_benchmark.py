@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from inn.experiment.benchmark import fit_power_law, jacobian_radius, load_layer_weights, main, make_harder
+from inn.experiment.benchmark import jacobian_radius, load_layer_weights, main, make_harder
+from inn.experiment.timing import fit_power_law
 from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 
@@ -15,6 +16,9 @@ def test_fit_power_law_recovers_exponent():
     ns = [10, 20, 40, 80]
     a, p, r2 = fit_power_law(ns, [0.17 * n**1.8 for n in ns])
     assert math.isclose(a, 0.17, rel_tol=1e-9) and math.isclose(p, 1.8, rel_tol=1e-9) and r2 > 0.999999
+    # a skipped length (no time) is left out of the fit, not fitted as log(inf)
+    assert fit_power_law(ns, [0.17 * n**1.8 for n in ns[:3]] + [math.inf])[1] == pytest.approx(1.8)
+    assert all(math.isnan(v) for v in fit_power_law(ns, [1.0, math.inf, math.nan, 0.0]))
 
 
 def test_checkpoint_loader_takes_prefix(tmp_path):
@@ -31,6 +35,25 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
     torch.save({"weight_x": layer.weight_x}, plain)  # no recurrent weights: neither cell
     with pytest.raises(InnError, match="no implicit GRU or LSTM weights"):
         load_layer_weights(plain)
+
+
+def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
+    """A checkpoint as training writes it: the layer sits under ``rnn.`` of a whole model."""
+    from inn.checkpoints import neural_payload
+    from inn.models import ModelConfig, build_model
+
+    model = build_model(ModelConfig(task="pos", kind="inn", hidden_size=4, num_classes=3, word_vocab=10,
+                                    affix_vocab=(4,) * 6, word_dim=4, affix_dim=2))
+    path = tmp_path / "checkpoint.pt"
+    torch.save(neural_payload(model, {"task": "pos"}), path)
+    for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or found
+        state = load_layer_weights(path, prefix)
+        assert torch.equal(state["weight_zr"], model.rnn.weight_zr)
+    with pytest.raises(InnError, match="under prefix 'encoder.'; implicit layers found under 'rnn.'"):
+        load_layer_weights(path, "encoder.")
+    main(["--checkpoint", str(path), "--prefix", "rnn.", "--hidden", "4", "--lengths", "3", "--batch", "2",
+          "--repeats", "1", "--methods", "anderson", "--baselines", "gru", "--out", str(tmp_path / "b.csv")])
+    assert "checkpoint" in (tmp_path / "b.csv").read_text()
 
 
 def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):

@@ -50,6 +50,7 @@ from inn.device import resolve_device
 from inn.errors import InnError
 from inn.io import atomic_open
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
+from inn.experiment.timing import fit_power_law, synchronize
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,8 @@ class Row:
 def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
     """An ImplicitGRU or ImplicitLSTM state_dict from a file: a plain state_dict or a
     checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
-    one; keys under ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
+    one; keys under ``prefix`` (e.g. ``"rnn."``, a trained model's layer) are taken, stripped.
+    Without a prefix, the file's one implicit layer is taken wherever it sits."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as exc:
@@ -123,13 +125,17 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
+    found = sorted({key[: -len("weight_x")] for key in state if key.endswith("weight_x")
+                    and (key[: -len("weight_x")] + "weight_zr" in state or key[: -len("weight_x")] + "weight_gates" in state)})
     if prefix and not prefix.endswith("."):
         prefix += "."
+    if not prefix and "" not in found and len(found) == 1:
+        prefix = found[0]  # one implicit layer in the file (a trained model's is under "rnn.")
     picked = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
-    if "weight_x" not in picked or not ({"weight_zr", "weight_gates"} & set(picked)):
-        found = sorted({key.rsplit(".", 1)[0] for key in state if key.endswith("weight_x")})
-        hint = f"; layers found under prefixes {found}" if found else ""
-        raise InnError(f"{path} has no implicit GRU or LSTM weights under prefix {prefix!r}{hint}")
+    if prefix not in found:
+        hint = f"; implicit layers found under {', '.join(repr(f) for f in found)}" if found else ""
+        raise InnError(f"{path} has no implicit GRU or LSTM weights under prefix {prefix!r}{hint}: "
+                       "give one of them with --prefix")
     return picked
 
 
@@ -138,11 +144,6 @@ def layer_class(state: dict[str, torch.Tensor]) -> type:
     from inn.nn import ImplicitGRU, ImplicitLSTM
 
     return ImplicitLSTM if "weight_gates" in state else ImplicitGRU
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _time_interleaved(
@@ -159,10 +160,10 @@ def _time_interleaved(
     best = {name: math.inf for name in fns}
     for round_ in range(repeats + 1):
         for name, fn in fns.items():
-            _sync(device)
+            synchronize(device)
             start = now()
             fn()
-            _sync(device)
+            synchronize(device)
             if round_:
                 best[name] = min(best[name], now() - start)
     return best
@@ -225,23 +226,6 @@ def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float,
     return lo
 
 
-def fit_power_law(ns: list[float], ts: list[float]) -> tuple[float, float, float]:
-    """Least squares fit of log t = log a + p log n; returns (a, p, r^2)."""
-    pts = [(math.log(n), math.log(t)) for n, t in zip(ns, ts) if t > 0 and math.isfinite(t)]
-    if len(pts) < 2:
-        return float("nan"), float("nan"), float("nan")
-    xs, ys = zip(*pts)
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    p = sxy / sxx
-    loga = my - p * mx
-    ss_res = sum((y - loga - p * x) ** 2 for x, y in zip(xs, ys))
-    ss_tot = sum((y - my) ** 2 for y in ys)
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return math.exp(loga), p, r2
-
-
 def _implicit_closures(layer, xi, mask, target) -> tuple[Callable[[], object], Callable[[], object]]:
     def forward():
         with torch.no_grad():
@@ -294,17 +278,17 @@ def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Te
     now = time.process_time if clock == "process" else time.perf_counter
     out: dict = {}
     forward, forward_backward = _implicit_closures(layer, xi, mask, target)
-    _sync(device)
+    synchronize(device)
     start = now()
     forward()
-    _sync(device)
+    synchronize(device)
     out["forward_s"] = now() - start
     st = layer.last_stats.summary()
     out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
                function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
     start = now()
     forward_backward()
-    _sync(device)
+    synchronize(device)
     out["forward_backward_s"] = now() - start
     bst = layer.last_backward_stats
     if bst is not None:
@@ -592,7 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
                                              "ImplicitLSTM's weights")
-    parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (e.g. 'encoder.')")
+    parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (a trained model's: 'rnn.'); "
+                        "without it, the file's one implicit layer")
     parser.add_argument("--data", help="with a whole inn or inn_lstm checkpoint: its prepared data folder; the trained layer is then "
                                        "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")

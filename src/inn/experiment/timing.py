@@ -29,8 +29,12 @@ def fit_power_law(n: Iterable[float], t: Iterable[float]) -> tuple[float, float,
     """Least-squares fit of ``t = a * n**p`` in log-log space; returns ``(a, p, r2)``.
 
     ``r2`` is the coefficient of determination of the log-log fit, as the paper reports it.
+    Times that are not positive and finite (a method that was skipped or timed out) are left
+    out; with fewer than two lengths left every figure is NaN.
     """
-    x, y = np.log(np.asarray(list(n), dtype=float)), np.log(np.asarray(list(t), dtype=float))
+    n, t = np.asarray(list(n), dtype=float), np.asarray(list(t), dtype=float)
+    keep = np.isfinite(t) & (t > 0)
+    x, y = np.log(n[keep]), np.log(t[keep])
     if len(x) < 2 or np.ptp(x) == 0:
         return float("nan"), float("nan"), float("nan")
     p, log_a = np.polyfit(x, y, 1)
