@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import conftest
 from inn.cli import main
 from inn.data import download
 from inn.data.corpora import EWT_FILES
@@ -126,6 +127,20 @@ def test_a_corrupted_treebank_download_is_refused_and_not_kept(tmp_path, mirror,
     assert error.startswith("error: NLTK's treebank sample as downloaded does not match its pinned checksum")
     assert "nothing was kept" in error and "corpora.ptb_sample.nltk_data" in error
     assert files(out) == {}
+
+
+@pytest.mark.parametrize("shared", [None, "elsewhere"])
+def test_a_missing_corpus_names_the_fetch_command(tmp_path, monkeypatch, shared):
+    """The tests' fixtures fail naming the missing file and the command that fetches it."""
+    folder = tmp_path / (shared or ".dev-data")
+    monkeypatch.setattr(conftest, "SHARED_DATA", folder)
+    monkeypatch.setenv("INN_SHARED_DATA", str(folder) if shared else "")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        conftest._require(download.DEV_NLTK, "corpora/treebank.zip")
+    message = str(failed.value)
+    assert message.startswith(f"development corpus missing: {folder}/nltk_data/corpora/treebank.zip")
+    assert f"`inn download-dev-corpora --out {folder}`" in message
+    assert ("INN_SHARED_DATA=" in message) == bool(shared)
 
 
 @pytest.mark.parametrize("command, what, where", [
