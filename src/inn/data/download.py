@@ -83,7 +83,7 @@ def _in_place(path: Path, sha256: str | None) -> bool:
     return True
 
 
-def fetch_ewt(release: str, out: str | Path, *, local: str = EWT_LOCAL) -> None:
+def fetch_ewt(release: str, out: str | Path, *, local_copy: str = EWT_LOCAL) -> None:
     """Download UD English EWT's three CoNLL-U files of a tagged ``release`` (e.g. ``r2.15``).
 
     Each file is checked (the release's pinned checksum, if any) and parsed before it is moved
@@ -91,7 +91,7 @@ def fetch_ewt(release: str, out: str | Path, *, local: str = EWT_LOCAL) -> None:
     pinned release already in ``out`` are kept when they match and refused when they do not.
 
     Args:
-        local: where a local copy goes instead, the end of the offline error.
+        local_copy: where a local copy goes instead, the end of the offline error.
 
     Raises:
         InnError: a file could not be fetched or does not match (one line: what, why, what to do).
@@ -108,14 +108,14 @@ def fetch_ewt(release: str, out: str | Path, *, local: str = EWT_LOCAL) -> None:
                 urllib.request.urlretrieve(url, tmp)
             except OSError as exc:
                 raise InnError(f"could not download UD English EWT {release} ({url}: {_reason(exc)}); without a "
-                               f"network, {local}") from None
+                               f"network, {local_copy}") from None
             if name in pinned:
                 _verify(tmp, pinned[name], f"the download of {url}",
-                        f"nothing was kept: retry later, or without a network, {local}")
+                        f"nothing was kept: retry, or {local_copy}")
             read_conllu(tmp)
 
 
-def fetch_treebank(out: str | Path, *, local: str = TREEBANK_LOCAL) -> None:
+def fetch_treebank(out: str | Path, *, local_copy: str = TREEBANK_LOCAL) -> None:
     """Download NLTK's Penn Treebank sample into the NLTK data folder ``out``
     (``corpora/treebank.zip``, which NLTK reads as it is).
 
@@ -124,7 +124,7 @@ def fetch_treebank(out: str | Path, *, local: str = TREEBANK_LOCAL) -> None:
     checksum too before it is moved into place. An archive already there that matches is kept.
 
     Args:
-        local: where a local copy goes instead, the end of the offline error.
+        local_copy: where a local copy goes instead, the end of the offline error.
 
     Raises:
         InnError: the sample could not be fetched, does not match or cannot be read (one line).
@@ -146,10 +146,10 @@ def fetch_treebank(out: str | Path, *, local: str = TREEBANK_LOCAL) -> None:
         else:
             cause = "NLTK's downloader gave up"
         if not ok:
-            raise InnError(f"could not download NLTK's treebank sample ({cause}); without a network, {local}")
+            raise InnError(f"could not download NLTK's treebank sample ({cause}); without a network, {local_copy}")
         fetched = Path(tmp) / "corpora" / "treebank.zip"
         _verify(fetched, TREEBANK_SHA256, "NLTK's treebank sample as downloaded",
-                f"nothing was kept: retry later, or without a network, {local}")
+                f"nothing was kept: retry, or {local_copy}")
         os.replace(fetched, target)
     read_treebank_sample(out)  # NLTK reads the archive
 
@@ -166,8 +166,8 @@ def fetch_dev_corpora(out: str | Path) -> None:
         InnError: a corpus could not be fetched or does not match (one line, with what to do).
     """
     out = Path(out)
-    fetch_ewt(EWT_RELEASE, out / DEV_EWT, local=DEV_LOCAL)
-    fetch_treebank(out / DEV_NLTK, local=DEV_LOCAL)
+    fetch_ewt(EWT_RELEASE, out / DEV_EWT, local_copy=DEV_LOCAL)
+    fetch_treebank(out / DEV_NLTK, local_copy=DEV_LOCAL)
     log.info("the development corpora are in %s", out)
 
 
