@@ -1,8 +1,9 @@
 """Shared fixtures: where the development corpora live, a tiny workflow config, and small
 implicit layers (float64 by default, deterministic seeds).
 
-The corpora are never copied into the repository: tests read them from ``../shared/data``
-beside the checkout, or from ``INN_SHARED_DATA`` (CI sets it).
+The corpora are never copied into the repository and tests never download them: they are read
+from ``INN_SHARED_DATA`` when it is set (CI sets it), else from the checkout's git-ignored
+``.dev-data``, which ``inn download-dev-corpora --out .dev-data`` fills.
 """
 
 from __future__ import annotations
@@ -13,24 +14,37 @@ from pathlib import Path
 import pytest
 import torch
 
+from inn.data.corpora import EWT_FILES
+from inn.data.download import DEV_EWT, DEV_NLTK
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("INN_SHARED_DATA", REPO.parent / "shared" / "data"))
+#: where the fetch command puts the development corpora when INN_SHARED_DATA is not set
+DEV_DATA = REPO / ".dev-data"
+SHARED_DATA = Path(os.environ.get("INN_SHARED_DATA") or DEV_DATA)
 
 
-def _require(path: Path) -> Path:
-    if not path.exists():
-        pytest.fail(f"development corpus missing: {path} (set INN_SHARED_DATA to the shared data folder)")
+def _require(folder: str, *files: str) -> Path:
+    """The corpus folder ``SHARED_DATA/folder`` if it holds ``files``; else the test fails
+    saying how to get them."""
+    path = SHARED_DATA / folder
+    missing = [path / name for name in files if not (path / name).exists()]
+    if missing:
+        fetch = f"`inn download-dev-corpora --out {SHARED_DATA}`"
+        where = (f"INN_SHARED_DATA={SHARED_DATA} lacks it: point it at a folder holding the corpora, or run {fetch}"
+                 if os.environ.get("INN_SHARED_DATA") else
+                 f"run {fetch} once, or set INN_SHARED_DATA to a folder holding the corpora")
+        pytest.fail(f"development corpus missing: {missing[0]} ({where})")
     return path
 
 
 @pytest.fixture(scope="session")
 def ewt_dir() -> Path:
-    return _require(SHARED_DATA / "ud-english-ewt")
+    return _require(DEV_EWT, *EWT_FILES.values())
 
 
 @pytest.fixture(scope="session")
 def nltk_data() -> Path:
-    return _require(SHARED_DATA / "nltk_data")
+    return _require(DEV_NLTK, "corpora/treebank.zip")
 
 
 @pytest.fixture

@@ -5,8 +5,10 @@ the README says, with three test-only options: job states from ``squeue`` (the t
 has no accounting database for ``sacct``), a 2-second first status check instead of 40, and
 SLURM's logs of successful jobs kept so that the test can read them.
 
-Needs root and apt (it installs ``slurm-wlm`` and ``munge`` when missing); skipped, with the
-reason, elsewhere. Every daemon it starts is stopped by PID, also when a test fails.
+It changes the machine (installs ``slurm-wlm`` and ``munge`` with apt when missing, writes
+/etc/slurm, starts SLURM's daemons as root), so it runs only when asked: ``INN_TEST_SLURM=1``
+(``.ci/run`` sets it), as root with apt. Otherwise it is skipped with the reason. Every daemon
+it starts is stopped by PID, also when a test fails.
 """
 
 from __future__ import annotations
@@ -39,10 +41,14 @@ TEST_OPTIONS = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before
                 "--slurm-keep-successful-logs"]
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.")
 LOCK = Path("/run/inn-slurm-test.lock")
+#: the environment variable that asks for this test (it installs and starts SLURM)
+OPT_IN = "INN_TEST_SLURM"
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    if os.environ.get(OPT_IN) != "1":
+        pytest.skip(f"SLURM integration test: installs and starts SLURM as root; set {OPT_IN}=1 to run it")
     reason = minicluster.unavailable_reason()
     if reason:
         pytest.skip(f"SLURM integration test: {reason}")

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "walk-floor-survey": ("inn.experiment.walk_floor:survey_main", "the walks' floor over generator settings (direction, d, b)"),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
     "download-treebank": ("inn.data.download:treebank_main", "download NLTK's Penn Treebank sample"),
+    "download-dev-corpora": ("inn.data.download:dev_main", "download the corpora the tests read, checksums verified"),
     "train": ("inn.experiment.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.experiment.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "train-perceptron": ("inn.experiment.train_perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
