@@ -1,7 +1,7 @@
 # Data stage: POS corpora in one normalised form with their feature vocabularies, and the
 # biased random walks, each with a summary table for the report.
 
-UD_RELEASE = "r2.15"
+from inn.data.download import EWT_RELEASE as UD_RELEASE  # the pinned release, its checksums beside it
 
 
 # Downloads run where Snakemake runs, also with --profile profiles/slurm: compute nodes often
