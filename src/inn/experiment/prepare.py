@@ -46,7 +46,7 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes
     ``summary.tsv`` under ``out``.
     """
     out = Path(out)
-    splits = read_corpus(format, source)
+    splits = read_corpus(format, source, corpus)
     features = FeatureExtractor(**sizes).fit(splits["train"])
     summary = summarize_pos(corpus, splits, features)
     for split in SPLITS:
