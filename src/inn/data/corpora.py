@@ -120,6 +120,18 @@ def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
         yield block
 
 
+def has_tokens(path: str | os.PathLike, format: str) -> bool:
+    """Whether a ``conllu`` or ``tsv`` corpus file holds a token line, read only up to the first
+    one (cheap on a file of any size), so that an empty split is found before any work.
+
+    Raises:
+        InnError: ``path`` is a folder or missing, or its lines up to the first token are unreadable.
+    """
+    path = Path(path)
+    _check_file(path, f"{format} corpus file")
+    return any(not _blank(line) and not (format == "conllu" and line.startswith("#")) for _, line in _lines(path))
+
+
 # --------------------------------------------------------------------------- CoNLL-U
 
 
