@@ -126,6 +126,16 @@ def remove_stale_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[
     return removed
 
 
+def refuse_folders_at(folder: str | os.PathLike, names: Iterable[str]) -> None:
+    """Raise an InnError if ``folder/<name>`` is a folder for one of the files a run writes or
+    reads there: a file can never be saved onto it, and the first save (after a whole epoch of
+    training) is too late to find out."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_dir():
+            raise InnError(f"{path} is a folder where the run keeps its file {name}: move it aside, then rerun")
+
+
 @contextlib.contextmanager
 def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
     """Hold ``folder`` (created if missing) as its only writer for the block.
