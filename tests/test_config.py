@@ -75,6 +75,8 @@ def test_the_schema_admits_every_benchmark_method():
     ({"walks": {"b": [2.0, 0.3333333]}},
      r"^config: walks\.b\.1: 0\.3333333 would be generated and labelled as 0\.333333 \(its folder b0\.333333 keeps 6 "
      r"significant digits\)"),
+    ({"walks": {"b": [0.5, float("inf")]}}, r"^config: walks\.b\.1: inf is not a finite number$"),
+    ({"solver": {"tol": float("nan")}}, r"^config: solver\.tol: nan is not a finite number$"),
     # a timed POS corpus with no neural POS model to time
     ({"models": {"pos": {"run": []}}, "timing": {"pos_corpus": "ewt"}},
      r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained \(models\.pos\.run: \[\]\), so "

@@ -76,6 +76,17 @@ def save_walks(path: str | os.PathLike, walks: list[tuple[torch.Tensor, torch.Te
 
 def load_walks(path: str | os.PathLike) -> dict:
     """Read a file written by :func:`save_walks`."""
+    if os.path.isdir(path):
+        raise InnError(f"{path} is a folder, not a walk file: give one of its files (train.pt, dev.pt or test.pt)")
     if not os.path.isfile(path):
         raise InnError(f"walk file not found: {path} (run the data stage first)")
-    return torch.load(path, weights_only=True)
+    try:
+        data = torch.load(path, weights_only=True)
+    except Exception as exc:  # a folder, a text file, an empty or truncated file: torch's first line says which
+        words = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise InnError(f"cannot read walk file {path} ({words[0]}): give a file written by `inn generate-walks` "
+                       "(train.pt, dev.pt or test.pt)") from None
+    if not isinstance(data, dict) or not {"x", "y", "lengths"} <= set(data):
+        raise InnError(f"{path} is not a walk file (no x, y and lengths; a model checkpoint?): give a file written "
+                       "by `inn generate-walks` (train.pt, dev.pt or test.pt)")
+    return data

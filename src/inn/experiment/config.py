@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -91,6 +92,18 @@ def _schema() -> dict:
     return load_schema(SCHEMA)
 
 
+def _check_finite(values: object, key: str) -> None:
+    """Refuse an infinite or NaN number anywhere in ``values`` (YAML ``.inf``, JSON ``Infinity``):
+    JSON Schema ranges let infinity through (``.inf`` exceeds any minimum), and no setting has a
+    use for it: a tolerance of infinity would "converge" at once, a bias of infinity name a
+    folder ``binf``."""
+    if isinstance(values, float) and not math.isfinite(values):
+        raise InnError(f"{key or '<top level>'}: {values} is not a finite number")
+    items = values.items() if isinstance(values, dict) else enumerate(values) if isinstance(values, list) else ()
+    for name, value in items:
+        _check_finite(value, f"{key}.{name}" if key else str(name))
+
+
 def check_settings(values: object, definition: str, where: str = "", key: str = "") -> None:
     """Check ``values`` against one definition of the config schema, e.g. ``"$defs/training"``
     (a ``TrainConfig``) or ``"$defs/run_settings"`` (``inn train --settings``): the same check a
@@ -103,6 +116,10 @@ def check_settings(values: object, definition: str, where: str = "", key: str = 
     Raises:
         InnError: the first violation, as one line ``[<where>: ]<key>: <problem>``.
     """
+    try:
+        _check_finite(values, key)
+    except InnError as exc:
+        raise InnError(f"{where}: {exc}" if where else str(exc)) from None
     schema = _schema()
     registry = referencing.Registry().with_resource(_SCHEMA_URI, referencing.Resource.from_contents(schema))
     validator = jsonschema.validators.validator_for(schema)({"$ref": f"{_SCHEMA_URI}#/{definition}"}, registry=registry)
@@ -118,6 +135,10 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
         InnError: the first violation (the deepest, most specific one), as one line that
             names the key.
     """
+    try:
+        _check_finite(config, "")
+    except InnError as exc:
+        raise InnError(f"config: {exc}") from None
     if not isinstance(schema, Mapping):
         schema = load_schema(schema)
     validator_class = jsonschema.validators.validator_for(schema)
