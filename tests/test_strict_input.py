@@ -217,8 +217,8 @@ def test_benchmark_text_file_as_checkpoint(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not weights\n")
     assert cli(["benchmark", "--checkpoint", str(tmp_path / "notes.txt"), "--hidden", "4", "--lengths", "3",
                 "--repeats", "1", "--out", str(tmp_path / "b.csv")]) == 2
-    assert _one_line(capsys).startswith(f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file of "
-                                        "weights: ")
+    assert _one_line(capsys) == (f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
+                                 "checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer")
 
 
 @pytest.mark.parametrize("kind", ["tsv", "empty", "checkpoint", "folder"])
@@ -236,8 +236,9 @@ def test_walk_floor_on_what_is_not_a_walk_file(tmp_path, walk_dir, capsys, kind)
     assert cli(["walk-floor", str(path), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
     line = _one_line(capsys)
     expected = {"folder": f"error: {path} is a folder, not a walk file: give one of its files",
-                "checkpoint": f"error: {path} is not a walk file (no x, y and lengths; a model checkpoint?)"}.get(
-        kind, f"error: cannot read walk file {path} (")
+                "checkpoint": f"error: {path} is not a walk file (no x, y and lengths; a model checkpoint?)",
+                "tsv": f"error: cannot read walk file {path} (not a torch file)",
+                "empty": f"error: cannot read walk file {path} (the file is empty)"}[kind]
     assert line.startswith(expected)
     assert line.endswith("give a file written by `inn generate-walks` (train.pt, dev.pt or test.pt)") or kind == "folder"
     assert not (tmp_path / "f.tsv").exists()

@@ -16,7 +16,7 @@ import os
 import torch
 
 from inn.errors import InnError
-from inn.io import torch_save
+from inn.io import torch_load_problem, torch_save
 
 #: How the bias direction v is drawn.
 DIRECTIONS = ("unit", "gaussian")
@@ -82,10 +82,9 @@ def load_walks(path: str | os.PathLike) -> dict:
         raise InnError(f"walk file not found: {path} (run the data stage first)")
     try:
         data = torch.load(path, weights_only=True)
-    except Exception as exc:  # a folder, a text file, an empty or truncated file: torch's first line says which
-        words = str(exc).strip().splitlines() or [type(exc).__name__]
-        raise InnError(f"cannot read walk file {path} ({words[0]}): give a file written by `inn generate-walks` "
-                       "(train.pt, dev.pt or test.pt)") from None
+    except Exception as exc:  # a text file, an empty or truncated file
+        raise InnError(f"cannot read walk file {path} ({torch_load_problem(path, exc)}): give a file written by "
+                       "`inn generate-walks` (train.pt, dev.pt or test.pt)") from None
     if not isinstance(data, dict) or not {"x", "y", "lengths"} <= set(data):
         raise InnError(f"{path} is not a walk file (no x, y and lengths; a model checkpoint?): give a file written "
                        "by `inn generate-walks` (train.pt, dev.pt or test.pt)")

@@ -48,7 +48,7 @@ from torch import nn
 
 from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import atomic_open
+from inn.io import atomic_open, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 
@@ -118,9 +118,9 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     one; keys under ``prefix`` (e.g. ``"rnn."``) are taken, stripped."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # missing, truncated, text, foreign pickle: torch's first line says which
-        words = str(exc).strip().splitlines() or [type(exc).__name__]
-        raise InnError(f"cannot read checkpoint {path} (not a torch file of weights: {words[0]})") from None
+    except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a checkpoint.pt of "
+                       "a trained inn or inn_lstm, or a state_dict of an implicit layer") from None
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
