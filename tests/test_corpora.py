@@ -194,6 +194,8 @@ SECOND = "1\tgo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
     (GOOD.rstrip("\n") + "\n" + SECOND.replace("1\t", "2\t", 1),
      r"a\.conllu:6: malformed CoNLL-U line: token ID 2 repeats an earlier token's ID \(expected 3\)$"),
     (SECOND.replace("1\t", "2\t", 1), r"a\.conllu:1: malformed CoNLL-U line: token ID 2 skips ID 1 \(expected 1\)$"),
+    (SECOND.replace("1\t", "0\t", 1), r"a\.conllu:1: malformed CoNLL-U line: token ID 0 is not a word ID \(they count "
+                                      r"from 1\) \(expected 1\)$"),
 ])
 def test_conllu_token_ids_that_restart_or_repeat_are_refused(tmp_path, text, message):
     path = tmp_path / "a.conllu"

@@ -194,7 +194,8 @@ def _check_token_id(found: int, expected: int, where: str) -> None:
     if found == 1:
         raise InnError(f"{where}: token ID 1 after token {expected - 1} of the same sentence: a blank line "
                        "is missing before this sentence (CoNLL-U ends every sentence with one)")
-    problem = "repeats an earlier token's ID" if found < expected else f"skips ID {expected}"
+    problem = ("is not a word ID (they count from 1)" if found < 1 else "repeats an earlier token's ID"
+               if found < expected else f"skips ID {expected}")
     raise InnError(f"{where}: malformed CoNLL-U line: token ID {found} {problem} (expected {expected})")
 
 
