@@ -11,6 +11,10 @@ otherwise drop results without a word.
 can be read (a split file that is a folder or holds no sentence, an NLTK data folder without
 the treebank sample), so a wrong path is one line naming its key before any job runs.
 
+:func:`check_settings` checks settings that enter elsewhere (``inn train --settings``, a
+``TrainConfig``) against the same schema's definitions, so that each setting has one rule.
+Numbers must be finite everywhere: JSON Schema's ranges let ``.inf`` through.
+
 :func:`pos_corpora` and :func:`timed_pos_corpus` say which corpora a validated config prepares
 and times; the workflow and the report ask them.
 """
