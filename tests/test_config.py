@@ -68,6 +68,21 @@ def test_the_schema_admits_every_benchmark_method():
      r"^config: timing\.walk_b: 0\.5 is not among the walk biases trained \(2, 1\); name one of them, or null$"),
     ({"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 1.0}},
      r"^config: timing\.walk_b: 1 is not among the walk biases trained \(2\)"),
+    # walk biases whose folders (b{b:g}) would merge or mislabel them (issue 29)
+    ({"walks": {"b": [0.5, 0.5000001]}},
+     r"^config: walks\.b\.1: 0\.5000001 would share the folder b0\.5 with walks\.b\.0 \(0\.5\), and one of them "
+     r"would be lost; give b with at most 6 significant digits$"),
+    ({"walks": {"b": [2.0, 0.3333333]}},
+     r"^config: walks\.b\.1: 0\.3333333 would be generated and labelled as 0\.333333 \(its folder b0\.333333 keeps 6 "
+     r"significant digits\)"),
+    ({"walks": {"b": [0.5, float("inf")]}}, r"^config: walks\.b\.1: inf is not a finite number$"),
+    ({"solver": {"tol": float("nan")}}, r"^config: solver\.tol: nan is not a finite number$"),
+    # a timed POS corpus with no neural POS model to time
+    ({"models": {"pos": {"run": []}}, "timing": {"pos_corpus": "ewt"}},
+     r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained \(models\.pos\.run: \[\]\), so "
+     r"none would be timed; set timing\.pos_corpus: null, or add a model to models\.pos\.run$"),
+    ({"models": {"pos": {"run": ["perceptron"]}}, "timing": {"pos_corpus": "ewt"}},
+     r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained"),
 ])
 def test_schema_rejections_name_the_key(config, message):
     with pytest.raises(InnError, match=message) as info:
@@ -91,10 +106,20 @@ def test_which_corpora_a_run_prepares_and_times():
     assert timed_pos_corpus(config) == "penn" and timed_walk_b(config) == 2.0  # a WSJ copy by any name
 
 
+SENTENCE = "# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
+
+
+def test_walk_folder_names_are_unchanged():
+    from inn.experiment.config import bias_name
+
+    assert [bias_name(b) for b in (2.0, 1, 0.75, 0.5, 0.25, 0.333333)] == ["b2", "b1", "b0.75", "b0.5", "b0.25",
+                                                                             "b0.333333"]
+
+
 def test_inputs_a_corpus_names_must_exist_unless_the_workflow_downloads_them(tmp_path):
     (tmp_path / "data").mkdir()
     for split in ("train", "dev", "test"):
-        (tmp_path / "data" / f"{split}.conllu").write_text("")
+        (tmp_path / "data" / f"{split}.conllu").write_text(SENTENCE)
     own = {"format": "conllu", "tags": "upos", **{s: f"data/{s}.conllu" for s in ("train", "dev", "test")}}
     config = validate_config({"corpora": {"mine": own}}, SCHEMA)
     downloads = ("resources/ud-english-ewt", "resources/nltk_data")
@@ -112,3 +137,40 @@ def test_inputs_a_corpus_names_must_exist_unless_the_workflow_downloads_them(tmp
         check_inputs(config, downloads, root=tmp_path)
     (tmp_path / "ldc").mkdir()
     check_inputs(config, downloads, root=tmp_path)  # the disabled corpus's paths are not read
+
+
+@pytest.mark.parametrize("fmt, dev, message", [
+    ("tsv", "", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences: name a file with at least one$"),
+    ("tsv", "\n \n\t\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
+    ("conllu", "# sent_id = 1\n\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
+    ("tsv", None, r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) is a folder, not a tsv file: name the "
+                  r"file itself$"),
+    ("tsv", b"\xe9t\xe9\tNN\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\): .+/data/dev:1: byte 0 "
+                                r"\(0xe9\) is not UTF-8"),
+])
+def test_an_empty_or_unreadable_split_is_named_by_its_key_before_any_job(tmp_path, fmt, dev, message):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / split).write_text(SENTENCE if fmt == "conllu" else "Hi\tUH\n")
+    if dev is None:
+        (data / "dev").mkdir()
+    elif isinstance(dev, bytes):
+        (data / "dev").write_bytes(dev)
+    else:
+        (data / "dev").write_text(dev)
+    corpus = {"format": fmt, **({"tags": "xpos"} if fmt == "conllu" else {}), **{s: f"data/{s}" for s in ("train", "dev", "test")}}
+    config = validate_config({"corpora": {"mine": corpus}}, SCHEMA)
+    with pytest.raises(InnError, match=message):
+        check_inputs(config, ("resources/ud-english-ewt", "resources/nltk_data"), root=tmp_path)
+
+
+def test_an_nltk_data_folder_without_the_treebank_is_named(tmp_path, nltk_data):
+    """Not left to the job, which would otherwise read whatever copy NLTK_DATA points at."""
+    config = validate_config({"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"nltk_data": str(tmp_path)}}}, SCHEMA)
+    with pytest.raises(InnError, match=rf"^config: corpora\.ptb_sample\.nltk_data: {tmp_path} holds no corpora/treebank "
+                                       r"\(NLTK's treebank sample\): run `inn download-treebank --out DIR` and name DIR, or "
+                                       r"null to search NLTK_DATA$"):
+        check_inputs(config, root=tmp_path)
+    config["corpora"]["ptb_sample"]["nltk_data"] = str(nltk_data)
+    check_inputs(config, root=tmp_path)

@@ -70,10 +70,20 @@ def test_a_walks_only_run_prepares_no_corpus(tmp_path, tiny_config):
     assert "prepare_corpus" not in jobs and "download" not in jobs and "generate_walks" in jobs
 
 
-def test_bad_config_stops_with_one_line_naming_the_key(tmp_path):
-    result = snakemake("-n", workdir=tmp_path, config={"walks": {"dim": -3}})
+@pytest.mark.parametrize("config, line", [
+    ({"walks": {"dim": -3}}, "config: walks.dim: -3 is less than the minimum of 1"),
+    # two biases that would share one folder, b0.5: one Table 1 row would disappear
+    ({"walks": {"b": [0.5, 0.5000001]}}, "config: walks.b.1: 0.5000001 would share the folder b0.5 with walks.b.0 "
+                                         "(0.5), and one of them would be lost; give b with at most 6 significant digits"),
+])
+def test_bad_config_stops_with_one_line_naming_the_key(tmp_path, config, line):
+    """The line alone, after Snakemake's own notes on the config and profile it reads: no
+    WorkflowError block naming common.smk around it."""
+    result = snakemake("-n", workdir=tmp_path, config=config)
     assert result.returncode != 0
-    assert "config: walks.dim: -3 is less than the minimum of 1" in result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == f"error: {line}"
+    assert not [text for text in lines[:-1] if not text.startswith(("Config file ", "Using workflow specific profile"))]
 
 
 def test_missing_corpus_path_is_named(tmp_path, tiny_config):

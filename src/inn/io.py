@@ -110,6 +110,23 @@ def torch_save(obj: Any, path: str | os.PathLike) -> None:
             raise cause from None
 
 
+def torch_load_problem(path: str | os.PathLike, exc: BaseException) -> str:
+    """Why ``torch.load`` failed on ``path``, in words for a message: the file is empty, is no
+    torch file at all (a text file: torch's own words would be "pop from empty list"), or is
+    one that is truncated or damaged (torch's first line)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2)
+    except OSError as error:
+        return error.strerror or str(error)
+    if not head:
+        return "the file is empty"
+    if head != b"PK" and head[:1] != b"\x80":  # a zip archive (torch.save) or a pickle (the legacy format)
+        return "not a torch file"
+    words = str(exc).strip().splitlines() or [type(exc).__name__]
+    return f"truncated or damaged: {words[0]}"
+
+
 def remove_stale_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[Path]:
     """Remove the temporary files that atomic writes of ``folder/<name>`` left behind when
     their process was killed before it could clean up; returns them.
@@ -124,6 +141,16 @@ def remove_stale_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
+
+
+def refuse_folders_at(folder: str | os.PathLike, names: Iterable[str]) -> None:
+    """Raise an InnError if ``folder/<name>`` is a folder for one of the files a run writes or
+    reads there: a file can never be saved onto it, and the first save (after a whole epoch of
+    training) is too late to find out."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_dir():
+            raise InnError(f"{path} is a folder where the run keeps its file {name}: move it aside, then rerun")
 
 
 @contextlib.contextmanager

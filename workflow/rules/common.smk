@@ -6,16 +6,22 @@ import json
 import re
 import shlex
 
-from snakemake.exceptions import WorkflowError
-
 # Jobs and this file run this checkout's library, also inside `--sdm conda` environments
 # (which hold the dependencies, not the package) and on cluster nodes.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
-from inn.experiment.config import check_inputs, model_sizes, pos_corpora as configured_corpora, run_models
-from inn.experiment.config import timed_pos_corpus, timed_walk_b, validate_config
+from inn.experiment.config import (
+    bias_name,
+    check_inputs,
+    model_sizes,
+    pos_corpora as configured_corpora,
+    run_models,
+    timed_pos_corpus,
+    timed_walk_b,
+    validate_config,
+)
 from inn.errors import InnError
 from inn.models import MODELS, base_name, parse_model_name
 
@@ -29,7 +35,9 @@ try:
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
     check_inputs(config, downloaded=(EWT_DEFAULT, NLTK_DEFAULT))
 except InnError as exc:
-    raise WorkflowError(str(exc)) from None
+    # one line, as the README promises (a WorkflowError would add Snakemake's file-and-line block)
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(1)
 
 
 def pos_corpora():
@@ -39,8 +47,8 @@ def pos_corpora():
 
 
 def walk_biases():
-    """The walk biases b as wildcard strings (2.0 -> "2", 0.25 -> "0.25")."""
-    return [f"{b:g}" for b in config["walks"]["b"]]
+    """The walk biases b as wildcard strings (2.0 -> "2", 0.25 -> "0.25"; inn.experiment.config.bias_name)."""
+    return [bias_name(b)[1:] for b in config["walks"]["b"]]
 
 
 def corpus_source(wildcards):
@@ -87,7 +95,7 @@ def training_runs():
     """(task, dataset, model, seed) of every configured run (inn.experiment.config.run_models)."""
     runs = [("pos", dataset, model) for dataset in pos_corpora() for model in run_models(config, "pos")]
     walks = config["models"]["walks"]
-    biases = walk_biases() if walks["b"] is None else [f"{b:g}" for b in walks["b"]]
+    biases = walk_biases() if walks["b"] is None else [bias_name(b)[1:] for b in walks["b"]]
     runs += [("walks", f"b{b}", model) for b in biases for model in run_models(config, "walks")]
     return [(task, dataset, model, seed) for task, dataset, model in runs for seed in config["seeds"]]
 
@@ -157,7 +165,7 @@ def timed_datasets():
     if not config["timing"]["enabled"]:
         return []
     walk_b = timed_walk_b(config)
-    wanted = {("pos", timed_pos_corpus(config)), ("walks", None if walk_b is None else f"b{walk_b:g}")}
+    wanted = {("pos", timed_pos_corpus(config)), ("walks", None if walk_b is None else bias_name(walk_b))}
     return sorted({(t, d) for t, d, _, _ in training_runs() if (t, d) in wanted})
 
 

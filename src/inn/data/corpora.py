@@ -13,11 +13,14 @@ Four formats, one shape:
   sentences (also the form :func:`write_tagged` stores prepared splits in).
 
 :func:`read_corpus` dispatches on the corpus format the workflow's config names. Text files
-are read as UTF-8 with or without a byte-order mark.
+are read strictly, as UTF-8 with or without a byte-order mark, plain or gzip-compressed: a
+byte that is not UTF-8, a line of the wrong shape or a CoNLL-U sentence without its closing
+blank line is an error naming file and line, never a silently different sentence.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -52,19 +55,81 @@ def _drop_traces(tagged: Iterable[tuple[str, str]]) -> Sentence:
     return [(word, tag) for word, tag in tagged if tag != TRACE_TAG]
 
 
+#: the first bytes of a gzip stream (RFC 1952): such a corpus file is read decompressed
+GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+
+def _check_file(path: Path, what: str) -> None:
+    """Raise an InnError unless ``path`` is a readable file (a folder is named as one)."""
+    if path.is_dir():
+        raise InnError(f"{path} is a folder, not a {what}: name the file itself")
+    if not path.is_file():
+        raise InnError(f"{what} not found: {path}")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    r"""The lines of a UTF-8 text file, gzip-compressed or not, as (line number, text) pairs.
+
+    A leading byte-order mark is not part of line 1, and a line ends in ``\n`` or ``\r\n``.
+    Anything else is refused in one line rather than read as something it is not: a byte that
+    is not UTF-8 (named by its offset in the file, or in the decompressed text of a gzip file),
+    a carriage return inside a line (old Mac line ends), a damaged gzip stream.
+    """
+    compressed = False
+    try:
+        with open(path, "rb") as raw:
+            compressed = raw.read(2) == GZIP_MAGIC
+        with (gzip.open if compressed else open)(path, "rb") as handle:
+            offset = 0
+            for lineno, data in enumerate(handle, start=1):
+                start = len(_BOM) if lineno == 1 and data.startswith(_BOM) else 0
+                try:
+                    text = data[start:].decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    at = f"byte {offset + start + exc.start}" + (" of the decompressed text" if compressed else "")
+                    raise InnError(f"{path}:{lineno}: {at} (0x{data[start + exc.start]:02x}) is not UTF-8: convert "
+                                   "the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+                offset += len(data)
+                line = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+                if "\r" in line:
+                    raise InnError(f"{path}:{lineno}: a carriage return inside the line: end lines with \\n or "
+                                   "\\r\\n (e.g. dos2unix)")
+                yield lineno, line
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        if not compressed:
+            raise InnError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InnError(f"{path}: damaged gzip file ({exc}): decompress a sound copy") from None
+
+
+def _blank(line: str) -> bool:
+    """Whether ``line`` separates sentences: nothing on it but spaces and tabs."""
+    return not line.strip(" \t")
+
+
 def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
-    """The blank-line-separated blocks of a text file, as (line number, line) pairs."""
+    """The blank-line-separated blocks of a text file (:func:`_lines`), as (line number, line) pairs."""
     block: list[tuple[int, str]] = []
-    with open(path, encoding="utf-8-sig") as handle:  # a leading BOM is not part of line 1
-        for lineno, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\r\n")
-            if line.strip():
-                block.append((lineno, line))
-            elif block:
-                yield block
-                block = []
+    for lineno, line in _lines(path):
+        if not _blank(line):
+            block.append((lineno, line))
+        elif block:
+            yield block
+            block = []
     if block:
         yield block
+
+
+def has_tokens(path: str | os.PathLike, format: str) -> bool:
+    """Whether a ``conllu`` or ``tsv`` corpus file holds a token line, read only up to the first
+    one (cheap on a file of any size), so that an empty split is found before any work.
+
+    Raises:
+        InnError: ``path`` is a folder or missing, or its lines up to the first token are unreadable.
+    """
+    path = Path(path)
+    _check_file(path, f"{format} corpus file")
+    return any(not _blank(line) and not (format == "conllu" and line.startswith("#")) for _, line in _lines(path))
 
 
 # --------------------------------------------------------------------------- CoNLL-U
@@ -87,8 +152,7 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
     path = Path(path)
     if column not in ("xpos", "upos"):
         raise InnError(f"read_conllu: column must be 'xpos' or 'upos', not {column!r}")
-    if not path.is_file():
-        raise InnError(f"CoNLL-U file not found: {path}")
+    _check_file(path, "CoNLL-U file")
     sentences: list[Sentence] = []
     for block in _blocks(path):
         sentence: Sentence = []
@@ -104,10 +168,11 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
                 )
             try:
                 token = parse_line(line, DEFAULT_FIELDS)
-            except ParseException as exc:
+            except (ParseException, ValueError) as exc:
                 raise InnError(f"{where}: malformed CoNLL-U line: {exc}") from None
             if not isinstance(token["id"], int):
                 continue  # a multiword range (1-2) or an empty node (1.1): no surface token
+            _check_token_id(token["id"], len(sentence) + 1, where)
             tag = token[column]
             if tag in (None, "_"):
                 other = "upos" if column == "xpos" else "xpos"
@@ -119,6 +184,19 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
     if not sentences:
         raise InnError(f"{path}: no sentences in this CoNLL-U file")
     return sentences
+
+
+def _check_token_id(found: int, expected: int, where: str) -> None:
+    """A sentence's word IDs are 1, 2, 3, ... (CoNLL-U): a 1 in mid-sentence is a new sentence
+    whose blank line is missing, any other break a repeated or skipped token."""
+    if found == expected:
+        return
+    if found == 1:
+        raise InnError(f"{where}: token ID 1 after token {expected - 1} of the same sentence: a blank line "
+                       "is missing before this sentence (CoNLL-U ends every sentence with one)")
+    problem = ("is not a word ID (they count from 1)" if found < 1 else "repeats an earlier token's ID"
+               if found < expected else f"skips ID {expected}")
+    raise InnError(f"{where}: malformed CoNLL-U line: token ID {found} {problem} (expected {expected})")
 
 
 def read_ewt(root: str | os.PathLike) -> dict[str, list[Sentence]]:
@@ -212,6 +290,7 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         nltk_data: an NLTK data folder holding ``corpora/treebank``; ``None`` searches NLTK's
             usual path (the ``NLTK_DATA`` environment variable, then the default folders).
     """
+    import nltk
     from nltk.corpus.reader import BracketParseCorpusReader
     from nltk.corpus.util import LazyCorpusLoader
 
@@ -220,16 +299,24 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
             raise InnError(f"NLTK data folder not found: {nltk_data} (corpora.ptb_sample.nltk_data)")
         _trust(nltk_data)
     # A fresh loader (not the nltk.corpus.treebank singleton) so that it resolves against the
-    # data path as it is now; the arguments are those NLTK itself uses for the sample.
+    # data path as it is now; the arguments are those NLTK itself uses for the sample. A folder
+    # given is the only one searched: another copy on NLTK's path must not stand in for it.
     treebank = LazyCorpusLoader("treebank/combined", BracketParseCorpusReader, r"wsj_.*\.mrg",
                                 tagset="wsj", encoding="ascii")
+    searched = list(nltk.data.path)
+    if nltk_data is not None:
+        nltk.data.path[:] = [str(Path(nltk_data).resolve())]
     try:
         fileids = treebank.fileids()
     except LookupError:
+        where = (f"the NLTK data folder {nltk_data} holds no corpora/treebank" if nltk_data is not None
+                 else "NLTK's treebank sample is not installed")
         raise InnError(
-            "NLTK's treebank sample is not installed: run `inn download-treebank --out DIR` and point "
-            "corpora.ptb_sample.nltk_data (or NLTK_DATA) at DIR, a folder holding corpora/treebank"
+            f"{where}: run `inn download-treebank --out DIR` and point corpora.ptb_sample.nltk_data "
+            "(or NLTK_DATA) at DIR, a folder holding corpora/treebank"
         ) from None
+    finally:
+        nltk.data.path[:] = searched
     splits: dict[str, list[Sentence]] = {}
     for split, (first, last) in SAMPLE_FILES.items():
         ids = [f for f in fileids if first <= int(f[4:8]) <= last]
@@ -248,8 +335,15 @@ READERS = {
 }
 
 
-def read_corpus(format: str, source: dict) -> dict[str, list[Sentence]]:
+#: the formats whose splits are files of their own (``source[split]``)
+FILE_SPLITS = {"conllu": SPLITS, "tsv": SPLITS}
+
+
+def read_corpus(format: str, source: dict, name: str | None = None) -> dict[str, list[Sentence]]:
     """Read every split of a corpus of ``format`` (a key of :data:`READERS`).
+
+    ``name``: the corpus's name under ``corpora`` in the workflow's config, so that an empty
+    split is named by its config key (``corpora.<name>.dev``).
 
     Raises:
         InnError: unknown format, unreadable corpus, or an empty split.
@@ -259,7 +353,11 @@ def read_corpus(format: str, source: dict) -> dict[str, list[Sentence]]:
     splits = READERS[format](source)
     for split in SPLITS:
         if not splits.get(split):
-            raise InnError(f"the {split} split of this {format} corpus is empty ({source})")
+            if split in FILE_SPLITS.get(format, ()):
+                key = f"corpora.{name}.{split}: " if name else f"the {split} file "
+                raise InnError(f"{key}{source[split]} holds no sentences: name a file with at least one")
+            corpus = f"corpora.{name}" if name else f"this {format} corpus"
+            raise InnError(f"the {split} split of {corpus} is empty")
     return splits
 
 
@@ -278,17 +376,24 @@ def write_tagged(path: str | os.PathLike, sentences: Iterable[Sentence]) -> None
 
 
 def read_tagged(path: str | os.PathLike) -> list[Sentence]:
-    """Read ``word<TAB>tag`` lines, a blank line between sentences (as :func:`write_tagged` writes)."""
+    """Read ``word<TAB>tag`` lines, a blank line between sentences (as :func:`write_tagged` writes).
+
+    Exactly two fields a line, both non-empty and kept as they are: a third field (a corpus
+    with more columns, or a word holding a tab) is an error naming file and line, never folded
+    into the tag.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise InnError(f"tagged corpus file not found: {path}")
+    _check_file(path, "tagged corpus file")
     sentences: list[Sentence] = []
     for block in _blocks(path):
         sentence: Sentence = []
         for lineno, line in block:
-            word, sep, tag = line.partition("\t")
-            if not sep or not tag:
-                raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {line!r}")
-            sentence.append((word, tag))
+            fields = line.split("\t")
+            if len(fields) != 2 or not all(fields):
+                found = (f"{len(fields)} tab-separated fields" if len(fields) > 2
+                         else "an empty field" if len(fields) == 2 else "no tab")
+                raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {found}: {line!r}"
+                               + (" (keep two columns: cut -f1,2 for a word and its tag)" if len(fields) > 2 else ""))
+            sentence.append((fields[0], fields[1]))
         sentences.append(sentence)
     return sentences

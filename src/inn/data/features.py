@@ -210,10 +210,19 @@ class FeatureExtractor:
         path = Path(path)
         if not path.is_file():
             raise InnError(f"feature vocabularies not found: {path} (run the data stage first)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-        extractor = cls(**data["sizes"])
-        extractor.words = Vocabulary(data["words"])
-        extractor.affixes = {kind: Vocabulary(items) for kind, items in data["affixes"].items()}
-        extractor.tags = Vocabulary(data["tags"])
-        extractor.word_counts = Counter(data["word_counts"])
+        fix = "delete it and prepare the corpus again (the data stage rewrites it)"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problem = "the file is empty" if not path.stat().st_size else f"not JSON: {exc}"
+            raise InnError(f"damaged feature vocabularies {path} ({problem}): {fix}") from None
+        try:
+            extractor = cls(**data["sizes"])
+            extractor.words = Vocabulary(data["words"])
+            extractor.affixes = {kind: Vocabulary(items) for kind, items in data["affixes"].items()}
+            extractor.tags = Vocabulary(data["tags"])
+            extractor.word_counts = Counter(data["word_counts"])
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            missing = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unexpected content: {exc}"
+            raise InnError(f"damaged feature vocabularies {path} ({missing}): {fix}") from None
         return extractor

@@ -16,7 +16,7 @@ import os
 import torch
 
 from inn.errors import InnError
-from inn.io import torch_save
+from inn.io import torch_load_problem, torch_save
 
 #: How the bias direction v is drawn.
 DIRECTIONS = ("unit", "gaussian")
@@ -76,6 +76,16 @@ def save_walks(path: str | os.PathLike, walks: list[tuple[torch.Tensor, torch.Te
 
 def load_walks(path: str | os.PathLike) -> dict:
     """Read a file written by :func:`save_walks`."""
+    if os.path.isdir(path):
+        raise InnError(f"{path} is a folder, not a walk file: give one of its files (train.pt, dev.pt or test.pt)")
     if not os.path.isfile(path):
         raise InnError(f"walk file not found: {path} (run the data stage first)")
-    return torch.load(path, weights_only=True)
+    try:
+        data = torch.load(path, weights_only=True)
+    except Exception as exc:  # a text file, an empty or truncated file
+        raise InnError(f"cannot read walk file {path} ({torch_load_problem(path, exc)}): give a file written by "
+                       "`inn generate-walks` (train.pt, dev.pt or test.pt)") from None
+    if not isinstance(data, dict) or not {"x", "y", "lengths"} <= set(data):
+        raise InnError(f"{path} is not a walk file (no x, y and lengths; a model checkpoint?): give a file written "
+                       "by `inn generate-walks` (train.pt, dev.pt or test.pt)")
+    return data

@@ -47,8 +47,8 @@ import torch
 from torch import nn
 
 from inn.device import resolve_device
-from inn.errors import InnError
-from inn.io import atomic_open
+from inn.errors import InnError, at_least, positive_float, positive_int
+from inn.io import atomic_open, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, synchronize
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
@@ -120,8 +120,9 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     Without a prefix, the file's one implicit layer is taken wherever it sits."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as exc:
-        raise InnError(f"cannot read checkpoint {path}: {exc}") from exc
+    except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a checkpoint.pt of "
+                       "a trained inn or inn_lstm, or a state_dict of an implicit layer") from None
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
@@ -561,17 +562,17 @@ def write_fits_csv(path: str | Path, fit_rows: list[dict]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inn benchmark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 448], help="hidden sizes k")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n")
-    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--hidden", type=positive_int, nargs="+", default=[200, 448], help="hidden sizes k")
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n")
+    parser.add_argument("--batch", type=positive_int, default=20)
     parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
                         help=f"implicit methods: {', '.join(METHODS)}")
     parser.add_argument("--peers", nargs="*", default=None,
                         help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
                              "installed, none without it; --peers alone: none): " + ", ".join(PEERS))
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
-    parser.add_argument("--tol", type=float, default=1e-4, help="relative residual every solve must reach")
-    parser.add_argument("--harder", type=float, nargs="*", default=[0.84],
+    parser.add_argument("--tol", type=positive_float, default=1e-4, help="relative residual every solve must reach")
+    parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
                              "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
@@ -582,15 +583,15 @@ def build_parser() -> argparse.ArgumentParser:
                                        "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--max-seconds", type=float, default=60.0,
+    parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument("--max-seconds", type=positive_float, default=60.0,
                         help="budget per method and (weights, k, n): a method whose forward+backward takes over "
                              "max-seconds / (repeats + 1) is timed once and skipped at longer n")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--threads", type=at_least(0), default=0, help="torch CPU threads (0: leave as is)")
     parser.add_argument("--clock", choices=["wall", "process"], default="wall",
                         help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
                              "busy machine: it measures work, not the neighbours' load)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--jvp-only", action="store_true",
                         help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
     parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")

@@ -7,8 +7,13 @@ after it (:func:`check_config`): keys that a corpus's format does not read, and 
 name something the run does not have (a timed corpus or walk set, a walk bias), which would
 otherwise drop results without a word.
 
-:func:`check_inputs` checks that the files and folders the prepared corpora name exist, so
-a wrong path is one line naming its key before any job runs.
+:func:`check_inputs` checks that the files and folders the prepared corpora name exist and
+can be read (a split file that is a folder or holds no sentence, an NLTK data folder without
+the treebank sample), so a wrong path is one line naming its key before any job runs.
+
+:func:`check_settings` checks settings that enter elsewhere (``inn train --settings``, a
+``TrainConfig``) against the same schema's definitions, so that each setting has one rule.
+Numbers must be finite everywhere: JSON Schema's ranges let ``.inf`` through.
 
 :func:`pos_corpora` and :func:`timed_pos_corpus` say which corpora a validated config prepares
 and times; the workflow and the report ask them.
@@ -17,13 +22,17 @@ and times; the workflow and the report ask them.
 from __future__ import annotations
 
 import copy
+import functools
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import jsonschema
+import referencing
 import yaml
 
+from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
 from inn.models import FEATURES, MODELS
 
@@ -54,8 +63,9 @@ PATH_KEYS = {"conllu": ("train", "dev", "test"), "tsv": ("train", "dev", "test")
              "nltk_treebank": ("nltk_data",)}
 
 
-def _where(error: jsonschema.ValidationError) -> str:
-    path = ".".join(str(p) for p in error.absolute_path)
+def _where(error: jsonschema.ValidationError, key: str = "") -> str:
+    """``<key>: <problem>`` for a schema violation, the key its dotted path below ``key``."""
+    path = ".".join([key, *map(str, error.absolute_path)] if key else map(str, error.absolute_path))
     if "propertyNames" in error.relative_schema_path:
         return f"{path}.{error.instance}: not a usable name ({error.schema.get('description', error.message)})"
     if error.validator == "additionalProperties":
@@ -66,9 +76,61 @@ def _where(error: jsonschema.ValidationError) -> str:
     return f"{path or '<top level>'}: {error.message}"
 
 
-def load_schema(path: str | os.PathLike) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+#: the workflow's config schema in this source tree: the one description of every setting,
+#: which ``inn train --settings`` is checked against too (:func:`check_settings`)
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+_SCHEMA_URI = "urn:inn:config-schema"
+
+
+def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
+    """The config schema at ``path`` (default: this source tree's)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except OSError as exc:
+        raise InnError(f"cannot read the config schema {path}: {exc.strerror or exc} (inn's settings are checked "
+                       "against workflow/schemas/config.schema.yaml of its source tree)") from None
+
+
+@functools.cache
+def _schema() -> dict:
+    return load_schema(SCHEMA)
+
+
+def _check_finite(values: object, key: str) -> None:
+    """Refuse an infinite or NaN number anywhere in ``values`` (YAML ``.inf``, JSON ``Infinity``):
+    JSON Schema ranges let infinity through (``.inf`` exceeds any minimum), and no setting has a
+    use for it: a tolerance of infinity would "converge" at once, a bias of infinity name a
+    folder ``binf``."""
+    if isinstance(values, float) and not math.isfinite(values):
+        raise InnError(f"{key or '<top level>'}: {values} is not a finite number")
+    items = values.items() if isinstance(values, dict) else enumerate(values) if isinstance(values, list) else ()
+    for name, value in items:
+        _check_finite(value, f"{key}.{name}" if key else str(name))
+
+
+def check_settings(values: object, definition: str, where: str = "", key: str = "") -> None:
+    """Check ``values`` against one definition of the config schema, e.g. ``"$defs/training"``
+    (a ``TrainConfig``) or ``"$defs/run_settings"`` (``inn train --settings``): the same check a
+    workflow config gets, so that each setting has one rule wherever it enters.
+
+    Args:
+        where: what the values came from, e.g. ``"--settings"``, put before the line.
+        key: the dotted key of ``values`` themselves, e.g. ``"training"``.
+
+    Raises:
+        InnError: the first violation, as one line ``[<where>: ]<key>: <problem>``.
+    """
+    try:
+        _check_finite(values, key)
+    except InnError as exc:
+        raise InnError(f"{where}: {exc}" if where else str(exc)) from None
+    schema = _schema()
+    registry = referencing.Registry().with_resource(_SCHEMA_URI, referencing.Resource.from_contents(schema))
+    validator = jsonschema.validators.validator_for(schema)({"$ref": f"{_SCHEMA_URI}#/{definition}"}, registry=registry)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(values))
+    if error is not None:
+        raise InnError(f"{where}: {_where(error, key)}" if where else _where(error, key))
 
 
 def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
@@ -78,6 +140,10 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
         InnError: the first violation (the deepest, most specific one), as one line that
             names the key.
     """
+    try:
+        _check_finite(config, "")
+    except InnError as exc:
+        raise InnError(f"config: {exc}") from None
     if not isinstance(schema, Mapping):
         schema = load_schema(schema)
     schema = with_registry(schema)
@@ -158,6 +224,34 @@ def timed_walk_b(config: Mapping) -> float | None:
     return 0.5 if 0.5 in trained else (trained or [None])[0]
 
 
+def bias_name(b: float) -> str:
+    """The walk set's folder name of a bias b: ``b2`` for 2.0, ``b0.25`` for 0.25 (``{b:g}``)."""
+    return f"b{float(b):g}"
+
+
+def timed_pos_models(config: Mapping) -> list[str]:
+    """The POS models of a validated config that the timing stage measures (the perceptron has
+    no layer to time)."""
+    return [model for model in config["models"]["pos"]["run"] if MODELS[model].cell is not None]
+
+
+def _check_bias_names(biases: list[float]) -> None:
+    """Every walk bias names its own folder, and the folder's name gives back the bias itself:
+    ``{b:g}`` keeps six significant digits, so 0.5 and 0.5000001 would share ``b0.5`` (one
+    Table 1 row lost) and 0.3333333 would be generated as 0.333333."""
+    seen: dict[str, int] = {}
+    for i, b in enumerate(biases):
+        name = bias_name(b)
+        if name in seen:
+            raise InnError(f"config: walks.b.{i}: {b!r} would share the folder {name} with walks.b.{seen[name]} "
+                           f"({biases[seen[name]]!r}), and one of them would be lost; give b with at most 6 "
+                           "significant digits")
+        if float(name[1:]) != b:
+            raise InnError(f"config: walks.b.{i}: {b!r} would be generated and labelled as {name[1:]} (its folder "
+                           f"{name} keeps 6 significant digits); give b with at most 6 significant digits")
+        seen[name] = i
+
+
 def check_config(config: Mapping) -> None:
     """What the schema cannot say, checked on a schema-valid config with its defaults.
 
@@ -177,10 +271,15 @@ def check_config(config: Mapping) -> None:
         raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is not a corpus this run prepares "
                        f"({', '.join(corpora) or 'none'}); name one of them, or null")
     biases = [float(b) for b in config["walks"]["b"]]
+    _check_bias_names(biases)
     learnt = config["models"]["walks"]["b"]
     for i, b in enumerate(learnt or []):
         if float(b) not in biases:
             raise InnError(f"config: models.walks.b.{i}: {b:g} is not one of walks.b ({', '.join(f'{x:g}' for x in biases)})")
+    if timing["enabled"] and timing["pos_corpus"] is not None and not timed_pos_models(config):
+        raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is named, but no neural POS model is "
+                       f"trained (models.pos.run: {config['models']['pos']['run']}), so none would be timed; "
+                       "set timing.pos_corpus: null, or add a model to models.pos.run")
     trained = walk_biases_trained(config)
     if timing["enabled"] and timing["walk_b"] is not None and float(timing["walk_b"]) not in trained:
         raise InnError(f"config: timing.walk_b: {timing['walk_b']:g} is not among the walk biases trained "
@@ -189,8 +288,8 @@ def check_config(config: Mapping) -> None:
 
 def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), root: str | os.PathLike = ".") -> None:
     """Every file or folder a prepared corpus names exists (relative paths from ``root``, the
-    workflow's working directory), except under ``downloaded``: the folders the workflow's own
-    download rules fill (UD EWT, NLTK's data).
+    workflow's working directory) and holds what its format reads, except under ``downloaded``:
+    the folders the workflow's own download rules fill (UD EWT, NLTK's data).
 
     Raises:
         InnError: one line naming the key, the path and the fix.
@@ -202,7 +301,26 @@ def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), 
             path = corpus.get(key)
             if path is None or any(Path(path) == d or d in Path(path).parents for d in downloads):
                 continue
+            where = "" if Path(path).is_absolute() else f" (relative to {Path(root).resolve()})"
+            key = f"corpora.{name}.{key}"
             if not (Path(root) / path).exists():
-                where = "" if Path(path).is_absolute() else f" (relative to {Path(root).resolve()})"
-                raise InnError(f"config: corpora.{name}.{key}: {path} does not exist{where}; correct the path, "
+                raise InnError(f"config: {key}: {path} does not exist{where}; correct the path, "
                                f"or set corpora.{name}.enabled: false")
+            _check_corpus_path(Path(root) / path, corpus["format"], f"config: {key}: {path}{where}")
+
+
+def _check_corpus_path(path: Path, format: str, where: str) -> None:
+    """What can be known of an existing corpus path before any job runs: a split file that is
+    a folder or holds no sentence, an NLTK data folder without the treebank sample."""
+    if format in FILE_SPLITS:
+        if path.is_dir():
+            raise InnError(f"{where} is a folder, not a {format} file: name the file itself")
+        try:
+            empty = not has_tokens(path, format)
+        except InnError as exc:
+            raise InnError(f"{where}: {exc}") from None
+        if empty:
+            raise InnError(f"{where} holds no sentences: name a file with at least one")
+    elif format == "nltk_treebank" and not any((path / "corpora" / name).exists() for name in ("treebank", "treebank.zip")):
+        raise InnError(f"{where} holds no corpora/treebank (NLTK's treebank sample): run `inn download-treebank "
+                       "--out DIR` and name DIR, or null to search NLTK_DATA")

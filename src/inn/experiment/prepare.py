@@ -16,6 +16,7 @@ import pandas as pd
 from inn.data.corpora import READERS, SPLITS, Sentence, read_corpus, write_tagged
 from inn.data.features import FeatureExtractor
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
+from inn.errors import at_least, positive_float, positive_int
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes
     ``summary.tsv`` under ``out``.
     """
     out = Path(out)
-    splits = read_corpus(format, source)
+    splits = read_corpus(format, source, corpus)
     features = FeatureExtractor(**sizes).fit(splits["train"])
     summary = summarize_pos(corpus, splits, features)
     for split in SPLITS:
@@ -111,10 +112,10 @@ def prepare_pos_main(argv: list[str]) -> None:
     parser.add_argument("--path", help="the root of the LDC Penn Treebank 3 copy (ptb)")
     parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--max-words", type=int, default=39_000)
-    parser.add_argument("--max-affixes", type=int, default=2_000)
-    parser.add_argument("--word-dim", type=int, default=320)
-    parser.add_argument("--affix-dim", type=int, default=20)
+    parser.add_argument("--max-words", type=positive_int, default=39_000)
+    parser.add_argument("--max-affixes", type=positive_int, default=2_000)
+    parser.add_argument("--word-dim", type=positive_int, default=320)
+    parser.add_argument("--affix-dim", type=positive_int, default=20)
     args = parser.parse_args(argv)
     source = {"path": args.path, "nltk_data": args.nltk_data, "tags": args.tags,
               **{split: getattr(args, split) for split in SPLITS}}
@@ -128,13 +129,14 @@ def prepare_pos_main(argv: list[str]) -> None:
 
 def generate_walks_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn generate-walks", description=prepare_walks.__doc__)
-    parser.add_argument("--b", type=float, required=True, help="bias size")
-    parser.add_argument("--dim", type=int, required=True, help="walk dimension d")
-    parser.add_argument("--max-len", type=int, default=40)
+    parser.add_argument("--b", type=positive_float, required=True, help="bias size (finite, above 0)")
+    parser.add_argument("--dim", type=positive_int, required=True, help="walk dimension d")
+    parser.add_argument("--max-len", type=at_least(2), default=40,
+                        help="longest walk (at least 2: with 1 every label would be 1)")
     parser.add_argument("--direction", choices=DIRECTIONS, default="gaussian", help="how v is drawn")
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=at_least(0), required=True)
     for split, default in zip(SPLITS, (50_000, 2_500, 5_000)):
-        parser.add_argument(f"--{split}", type=int, default=default, help=f"{split} sequences")
+        parser.add_argument(f"--{split}", type=positive_int, default=default, help=f"{split} sequences")
     parser.add_argument("--out", required=True, help="output folder")
     args = parser.parse_args(argv)
     sizes = {split: getattr(args, split) for split in SPLITS}

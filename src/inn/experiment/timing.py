@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from inn.errors import at_least, positive_int
 from inn.experiment import paper
 from inn.tables import read_tsv, write_tsv
 
@@ -186,11 +187,11 @@ def time_model_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn time-model", description=time_checkpoint.__doc__)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--data", required=True, help="the prepared data folder the model was trained on")
-    parser.add_argument("--lengths", type=int, nargs="+", required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=20)
+    parser.add_argument("--lengths", type=positive_int, nargs="+", required=True)
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--batch-size", type=positive_int, default=20)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--out", required=True, help="TSV of measurements")
     args = parser.parse_args(argv)
     frame = time_checkpoint(args.checkpoint, args.data, args.lengths, args.repeats, args.batch_size,

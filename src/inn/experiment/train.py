@@ -37,10 +37,8 @@ import math
 import os
 import sys
 import time
-import types
-import typing
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +50,8 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
-from inn.io import locked_folder, remove_stale_temps, torch_save
+from inn.experiment.config import check_settings
+from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
 from inn.checkpoints import CHECKPOINT_FORMAT, neural_payload
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
@@ -60,39 +59,10 @@ from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
 
-LOSS_NORMALISATIONS = ("sentence", "token", "sum")
 #: the files a run writes in its output folder
 OUTPUTS = ("checkpoint.pt", "history.tsv", "last.pt", "best.pt")
 #: what a resumable ``last.pt`` holds beyond a model checkpoint
 RESUME_KEYS = ("optimizer", "train_state")
-
-
-def _accepts(hint: Any, value: Any) -> bool:
-    """Whether a setting's JSON ``value`` fits its annotation (an int for a float, not a bool for an int)."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return any(_accepts(h, value) for h in typing.get_args(hint))
-    hint = typing.get_origin(hint) or hint
-    if hint in (int, float):
-        return isinstance(value, int if hint is int else (int, float)) and not isinstance(value, bool)
-    return value is None if hint is type(None) else isinstance(value, hint)
-
-
-_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
-               type(None): "null"}
-
-
-def _json_name(hint: Any) -> str:
-    """An annotation as JSON calls it: ``int | None`` -> "an integer or null"."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_json_name(h) for h in typing.get_args(hint))
-    return _JSON_NAMES.get(typing.get_origin(hint) or hint, str(hint))
-
-
-def _check_types(values: dict[str, Any], hints: dict[str, Any], section: str) -> None:
-    """Raise an InnError naming the first setting of ``section`` whose value has the wrong type."""
-    for key, value in values.items():
-        if not _accepts(hints[key], value):
-            raise InnError(f"{section}.{key} must be {_json_name(hints[key])}, not {json.dumps(value)}")
 
 
 @dataclass
@@ -124,20 +94,17 @@ class TrainConfig:
     jacobian_every: int = 1
 
     def __post_init__(self) -> None:
-        _check_types(asdict(self), typing.get_type_hints(TrainConfig), "training")
-        if self.loss not in LOSS_NORMALISATIONS:
-            raise InnError(f"training.loss must be one of {', '.join(LOSS_NORMALISATIONS)}, not {self.loss!r}")
-        if self.batch_size < 1 or self.lr <= 0 or self.max_epochs < 1 or self.patience < 1:
-            raise InnError("training: batch_size, max_epochs and patience must be positive and lr > 0")
-        for name in ("max_train", "max_dev"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise InnError(f"training.{name} must be at least 1, or null for all sequences")
-        if self.jacobian_weight < 0 or self.jacobian_samples < 1 or self.jacobian_every < 1:
-            raise InnError("training: jacobian_weight must be >= 0, jacobian_samples and jacobian_every positive")
+        """Check every setting against the config schema's ``training`` definition and the seed
+        against ``seed``'s: one rule per setting, the same for a workflow config, ``inn train
+        --settings`` and a caller of :func:`train`."""
+        settings = asdict(self)
+        seed = settings.pop("seed")
+        check_settings(settings, "$defs/training", key="training")
+        check_settings(seed, "properties/seed", key="training.seed")
 
 
-#: model settings a run may give (the rest of ModelConfig comes from the data)
-MODEL_OPTIONS = {"hidden_size", "solver", "solver_options", "trainable_boundary"}
+#: the mean validation loss above which the reported perplexity is clamped (exp(700) < float max)
+PERPLEXITY_CLAMP = 700.0
 
 #: settings that may change between an interrupted run and its resumption
 RESUMABLE_CHANGES = {"max_epochs", "patience", "warm_start", "warm_start_adjoint"}
@@ -225,7 +192,7 @@ def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size:
     model.train(was_training)
     mean = total / max(count, 1)
     accuracy = correct / max(tokens, 1)
-    out = {"loss": mean, "perplexity": math.exp(min(mean, 700.0))}
+    out = {"loss": mean, "perplexity": math.exp(min(mean, PERPLEXITY_CLAMP))}
     if model.config.task == "pos":
         out["accuracy"] = 100.0 * accuracy
     else:
@@ -233,6 +200,21 @@ def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size:
     if model.config.implicit:
         out["nonconverged"] = failed
     return out
+
+
+def _perplexity_rose(previous: dict, row: dict) -> bool:
+    """Whether validation perplexity rose from the ``previous`` epoch's history row to ``row``:
+    the paper's rule for halving the rate.
+
+    Perplexity is reported clamped at exp(700) (:func:`evaluate_loss`), where every loss above
+    700 would look the same and a diverging run would never have its rate halved. There the
+    mean losses it is the exponential of are compared instead (exp is increasing: the same
+    question, without the clamp); below it the perplexities, exactly as ever, so that runs the
+    clamp never touched take the same decisions.
+    """
+    if max(previous["dev_loss"], row["dev_loss"]) < PERPLEXITY_CLAMP:
+        return row["dev_perplexity"] > previous["dev_perplexity"]
+    return row["dev_loss"] > previous["dev_loss"]
 
 
 def _better(task: str, new: dict, best: float | None) -> bool:
@@ -397,7 +379,8 @@ def _resume_point(path: Path, device: torch.device, settings: dict) -> dict | No
 def _holding_out_dir(function):
     """Run ``train`` as the only writer of its ``out_dir`` (:func:`inn.io.locked_folder`: a
     second run stops with a line naming the first, and an unwritable folder is found before any
-    work), after removing the temporary files a killed save of an earlier run left there."""
+    work), after removing the temporary files a killed save of an earlier run left there; a
+    folder standing where one of its files goes is refused before any work too."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
@@ -406,6 +389,7 @@ def _holding_out_dir(function):
         with locked_folder(out_dir):
             for tmp in remove_stale_temps(out_dir, OUTPUTS):
                 log.info("removed %s, left by an interrupted save", tmp)
+            refuse_folders_at(out_dir, OUTPUTS)
             return function(*args, **kwargs)
 
     return wrapper
@@ -468,8 +452,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             if model_cfg.implicit and cfg.warm_start else None)
     warm_adjoint = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_, torch.bfloat16)
                     if model_cfg.implicit and cfg.warm_start_adjoint else None)
-    state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0,
-             "prev_perplexity": None, "history": []}
+    state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": []}
     saved = _resume_point(last_path, dev_, settings)
     if saved is not None:
         model.load_state_dict(saved["state_dict"])
@@ -503,11 +486,10 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         else:
             state["bad_epochs"] += 1
         # paper: halve the rate whenever validation perplexity rises
-        if state["prev_perplexity"] is not None and dev_metrics["perplexity"] > state["prev_perplexity"]:
+        if len(state["history"]) > 1 and _perplexity_rose(state["history"][-2], row):
             state["lr"] *= cfg.lr_decay
             for group in optimizer.param_groups:
                 group["lr"] = state["lr"]
-        state["prev_perplexity"] = dev_metrics["perplexity"]
         payload = _payload(model, meta, settings)
         payload.update(optimizer=optimizer.state_dict(), train_state=state)
         if warm is not None:
@@ -636,41 +618,32 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
 
 
 def _json_settings(text: str, where: str) -> dict:
-    """The settings object in ``text`` (from ``where``), its sections checked to be objects."""
+    """The settings object in ``text`` (from ``where``), checked against the config schema's
+    ``run_settings``: an unknown section or key, a wrong type or a value out of range is one
+    line naming it (a misspelt ``"trainig"`` is refused, not ignored)."""
     try:
         settings = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InnError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(settings, dict):
-        raise InnError(f'{where} must be a JSON object: {{"training": {{...}}, "model": {{...}}, "meta": {{...}}}}')
-    for section in ("training", "model", "meta"):
-        if not isinstance(settings.get(section, {}), dict):
-            raise InnError(f'{where}: "{section}" must be a JSON object, not {json.dumps(settings[section])}')
+    check_settings(settings, "$defs/run_settings", where=where)
     return settings
 
 
-def _settings_from(args) -> tuple[TrainConfig, dict]:
+def _settings_from(args) -> tuple[TrainConfig, dict, dict]:
+    """The training settings, model options and meta facts of ``--settings``, ``--settings-file``
+    (``--settings`` wins section by section) and ``--seed``."""
     settings = _json_settings(args.settings, "--settings") if args.settings else {}
     if args.settings_file:
         try:
             text = Path(args.settings_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InnError(f"cannot read --settings-file {args.settings_file}: {exc.strerror or exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InnError(f"cannot read --settings-file {args.settings_file}: "
+                           f"{getattr(exc, 'strerror', None) or exc}") from None
         settings = {**_json_settings(text, f"--settings-file {args.settings_file}"), **settings}
-    training = settings.get("training", {})
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(training) - known)
-    if unknown:
-        raise InnError(f"unknown training setting(s): {', '.join(unknown)}")
+    training = dict(settings.get("training", {}))
     if args.seed is not None:
         training["seed"] = args.seed
-    model = settings.get("model", {})
-    unknown = sorted(set(model) - MODEL_OPTIONS)
-    if unknown:
-        raise InnError(f"unknown model setting(s): {', '.join(unknown)} (allowed: {', '.join(sorted(MODEL_OPTIONS))})")
-    # hidden_size null: the model's default (the feature size for the INN on POS)
-    _check_types(model, {**typing.get_type_hints(ModelConfig), "hidden_size": int | None}, "model")
-    return TrainConfig(**training), model
+    return TrainConfig(**training), settings.get("model", {}), dict(settings.get("meta", {}))
 
 
 def main(argv: list[str]) -> None:
@@ -690,8 +663,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg, model_options = _settings_from(args)
-    meta = json.loads(args.settings).get("meta", {}) if args.settings else {}
+    cfg, model_options, meta = _settings_from(args)
     meta.setdefault("seed", cfg.seed)
     meta.setdefault("dataset", Path(args.data).name)
     try:

@@ -30,7 +30,7 @@ import torch
 from scipy.special import gammaln, ive, logsumexp
 
 from inn.data.walk import DIRECTIONS, generate_walks, load_walks, pad_walks
-from inn.errors import InnError
+from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -182,10 +182,10 @@ def survey_main(argv: list[str]) -> None:
     """``inn walk-floor-survey``: the floor over generator settings (direction, d, b) on fresh walks."""
     parser = argparse.ArgumentParser(prog="inn walk-floor-survey", description=survey_main.__doc__)
     parser.add_argument("--directions", nargs="+", choices=DIRECTIONS, default=list(DIRECTIONS))
-    parser.add_argument("--dims", nargs="+", type=int, default=[1, 2, 3, 5, 10])
-    parser.add_argument("--b", nargs="+", type=float, default=[2.0, 1.0, 0.75, 0.5, 0.25])
-    parser.add_argument("--walks", type=int, default=20_000, help="walks per cell")
-    parser.add_argument("--seed", type=int, default=101)
+    parser.add_argument("--dims", nargs="+", type=positive_int, default=[1, 2, 3, 5, 10])
+    parser.add_argument("--b", nargs="+", type=positive_float, default=[2.0, 1.0, 0.75, 0.5, 0.25])
+    parser.add_argument("--walks", type=positive_int, default=20_000, help="walks per cell")
+    parser.add_argument("--seed", type=at_least(0), default=101)
     parser.add_argument("--out", required=True, help="output TSV (direction, dim, b, bayes_error)")
     args = parser.parse_args(argv)
     write_tsv(args.out, survey(args.directions, args.dims, args.b, args.walks, args.seed))
