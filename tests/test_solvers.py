@@ -406,3 +406,15 @@ def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
     with pytest.warns(ConvergenceWarning, match="OUT_OF_BOUNDS"):
         _, alone = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",))
     assert alone.converged.tolist() == [False, True, True]
+
+
+def test_a_sequence_solved_by_its_first_step_is_not_a_divergence():
+    # a length-1 sequence has no neighbours: one red-black sweep from zero solves it, and the
+    # round-off of the steps its batch still takes must not count as growth past 1e4 x that
+    # first residual (it did: DIVERGED at a residual below tol)
+    layer = make_layer(scale=1.5, solver="anderson", sweep="red_black", candidates=("zeros",), tol=1e-11)
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 4, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        layer(xi, mask)
+    assert layer.last_stats.converged.all() and layer.last_stats.newton_iterations[2] > 1

@@ -181,8 +181,10 @@ class AndersonState:
         self.nonfinite = self.nonfinite | (active & ~finite)
         if it >= 2:  # (from x = 0 the first residual is meaningless: inf)
             self.diverged = self.diverged | (active & (res > self.too_large))
-        elif it == 1:  # divergence threshold: divergence_factor x the residual after the first step
-            self.too_large = (self.divergence_factor * res).clamp_min(self.tiny)
+        elif it == 1:  # divergence threshold: divergence_factor x the residual after the first step,
+            # never below tol (a first step that lands on the solution, e.g. a sequence with no
+            # neighbours, must not make the next step's round-off a divergence)
+            self.too_large = (self.divergence_factor * res).clamp_min(max(self.tol, self.tiny))
         return fx, g, reported
 
     def settle(self, true_residual: Callable[[Tensor], Tensor] | None = None, reported: Tensor | None = None) -> None:
