@@ -325,7 +325,7 @@ def test_the_layer_ignores_a_warm_start_at_padded_positions(problem):
 
 
 def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatch):
-    from inn.nn.implicit_gru import GRUSystem
+    from inn.nn.implicit_layer import ImplicitSystem
     from inn.solvers.anderson import low_precision_pays
 
     layer64 = make_layer(hidden=32, scale=1.5)
@@ -339,7 +339,8 @@ def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatc
     err = float((low.F(H) - system.F(H)).norm() / system.F(H).norm())
     assert 1e-5 < err < 1e-2
     passes = []
-    monkeypatch.setattr(GRUSystem, "low_precision", lambda self, f=GRUSystem.low_precision: passes.append(1) or f(self))
+    monkeypatch.setattr(ImplicitSystem, "low_precision",
+                        lambda self, f=ImplicitSystem.low_precision: passes.append(1) or f(self))
     mixed, stats = solve(system, "anderson", tol=1e-5, low_precision=True)
     assert passes and stats.converged.all() and (stats.residual <= 1e-5).all()  # float32's test
     plain, plain_stats = solve(system, "anderson", tol=1e-5, low_precision=False)
