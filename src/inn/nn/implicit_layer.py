@@ -316,6 +316,7 @@ class ImplicitSystem(BatchTensors):
         self.maskf = mask.unsqueeze(-1).to(X.dtype)
         self.next_real = next_real_mask(mask)
         self.next_realf = self.next_real.unsqueeze(-1).to(X.dtype)
+        self.linkf = self.maskf * self.next_realf  # (B, n, 1): t real and coupled to a real t + 1
         self.weights = weights
         width = h_start.numel()
         self.h_start = h_start.reshape(1, 1, width).to(X.dtype)
@@ -353,7 +354,7 @@ class ImplicitSystem(BatchTensors):
     def mask_coupling(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
         """A coupling (lower, upper) with the links that do not exist zeroed: none at padding,
         none to the right of a sequence's last position."""
-        return lower * self.maskf, upper * self.maskf * self.next_realf
+        return lower * self.maskf, upper * self.linkf
 
     def sweep(self, H: Tensor) -> Tensor:
         """One red-black nonlinear Gauss-Seidel sweep: even positions from their (odd)
