@@ -201,7 +201,7 @@ def test_tridiagonal_step_solves_c_exactly_given_the_gates():
     from inn.nn.implicit_layer import neighbours
 
     prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
-    _, (s, _, _, _, _, i, f, o, g, _) = system.cell(system.X, prev, nxt, *system.weights)
+    _, (s, _, _, _, _, i, f, o, g, _) = system.evaluate(system.X, prev, nxt)
     cs, ce = layer.h_start[k:].detach(), layer.h_end[k:].detach()
     for b, n in enumerate([6, 4]):
         for unit in range(k):  # c_t - f s c_{t-1} - f (1 - s) c_{t+1} = i g (+ boundary terms)

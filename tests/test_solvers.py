@@ -325,7 +325,7 @@ def test_the_layer_ignores_a_warm_start_at_padded_positions(problem):
 
 
 def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatch):
-    from inn.nn.implicit_gru import GRUSystem
+    from inn.nn.implicit_layer import ImplicitSystem
     from inn.solvers.anderson import low_precision_pays
 
     layer64 = make_layer(hidden=32, scale=1.5)
@@ -339,7 +339,8 @@ def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatc
     err = float((low.F(H) - system.F(H)).norm() / system.F(H).norm())
     assert 1e-5 < err < 1e-2
     passes = []
-    monkeypatch.setattr(GRUSystem, "low_precision", lambda self, f=GRUSystem.low_precision: passes.append(1) or f(self))
+    monkeypatch.setattr(ImplicitSystem, "low_precision",
+                        lambda self, f=ImplicitSystem.low_precision: passes.append(1) or f(self))
     mixed, stats = solve(system, "anderson", tol=1e-5, low_precision=True)
     assert passes and stats.converged.all() and (stats.residual <= 1e-5).all()  # float32's test
     plain, plain_stats = solve(system, "anderson", tol=1e-5, low_precision=False)
@@ -406,3 +407,15 @@ def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
     with pytest.warns(ConvergenceWarning, match="OUT_OF_BOUNDS"):
         _, alone = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",))
     assert alone.converged.tolist() == [False, True, True]
+
+
+def test_a_sequence_solved_by_its_first_step_is_not_a_divergence():
+    # a length-1 sequence has no neighbours: one red-black sweep from zero solves it, and the
+    # round-off of the steps its batch still takes must not count as growth past 1e4 x that
+    # first residual (it did: DIVERGED at a residual below tol)
+    layer = make_layer(scale=1.5, solver="anderson", sweep="red_black", candidates=("zeros",), tol=1e-11)
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 4, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        layer(xi, mask)
+    assert layer.last_stats.converged.all() and layer.last_stats.newton_iterations[2] > 1

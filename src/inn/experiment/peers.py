@@ -1,6 +1,6 @@
 """TorchDEQ (Geng & Kolter 2023), the standard implicit-layer library, as a measured peer.
 
-``inn benchmark`` runs TorchDEQ's own solvers on the same :class:`~inn.nn.implicit_gru.GRUSystem`
+``inn benchmark`` runs TorchDEQ's own solvers on the same :class:`~inn.nn.implicit_layer.ImplicitSystem`
 as ours (the layer's ``system(...)``, whose ``F`` it iterates), from the same start (zeros),
 to the same relative tolerance, and reports them in the same table. Optional: installed with
 ``pip install -e ".[peers]"``; without it the peers are skipped with a note.

@@ -1,7 +1,9 @@
-"""Neural-network layers: the implicit GRU (:class:`ImplicitGRU`) and the implicit LSTM
-(:class:`ImplicitLSTM`), each a cell on the shared machinery of :mod:`inn.nn.implicit_layer`."""
+"""Neural-network layers: :class:`ImplicitSequence`, which makes any cell
+f(x_t, h_{t-1}, h_{t+1}) an implicit layer (:mod:`inn.nn.implicit_layer`), and on it the
+implicit GRU (:class:`ImplicitGRU`, the paper's) and the implicit LSTM (:class:`ImplicitLSTM`)."""
 
-from inn.nn.implicit_gru import GRUSystem, ImplicitGRU
-from inn.nn.implicit_lstm import ImplicitLSTM, LSTMSystem
+from inn.nn.implicit_gru import GRUCell, ImplicitGRU
+from inn.nn.implicit_layer import Cell, ImplicitSequence
+from inn.nn.implicit_lstm import ImplicitLSTM, LSTMCell
 
-__all__ = ["GRUSystem", "ImplicitGRU", "ImplicitLSTM", "LSTMSystem"]
+__all__ = ["Cell", "GRUCell", "ImplicitGRU", "ImplicitLSTM", "ImplicitSequence", "LSTMCell"]

@@ -5,17 +5,23 @@
     z = sigmoid(W_z x_t + U_z hhat_t + b_z)          r = sigmoid(W_r x_t + U_r hhat_t + b_r)
     htilde = tanh(W x_t + U (r * hhat_t) + b)        h_t = (1 - z) * hhat_t + z * htilde
 
-with h_0 = h_s and h_{n+1} = h_e. The cell's two pieces live here, on the machinery all
-implicit layers share (:mod:`inn.nn.implicit_layer`):
+with h_0 = h_s and h_{n+1} = h_e. :class:`GRUCell` is this f as a cell of
+:class:`inn.nn.ImplicitSequence` with every hook (:class:`inn.nn.implicit_layer.Cell`):
 
-- :class:`GRUSystem`: the equations for one batch with the input terms ``W x + b``
-  precomputed (xi is fixed during a solve, so only the U-products cost anything), F, and an
-  analytic linearisation giving J V, J^T V and the k x k Jacobian blocks. It carries no
-  autograd graph; the solvers in :mod:`inn.solvers` work on it.
-- :class:`ImplicitGRU`: the ``nn.Module``. ``forward`` (shared) solves without a graph, then applies F
-  once more with autograd at the solution and wraps it in the implicit-differentiation
-  function (:mod:`inn.nn.implicit_function`), so backward costs one adjoint linear solve and
-  one pass through F.
+- the input terms ``W x + b`` split off (``project``: x is fixed during a solve, so only the
+  U-products cost anything), and ``transition`` on them with the recurrent matrices passed in;
+- an analytic linearisation (:class:`GRULinearization`: J V, J^T V and the k x k Jacobian
+  blocks, each at the cost of one F evaluation);
+- its tridiagonal coupling, the gated copy of the neighbours (1 - z) s and (1 - z)(1 - s),
+  which Anderson's preconditioner and the adjoint's invert along the sentence; the step from
+  H = 0 without matrix products; the explicit GRU step of the one-step guess; the maximum
+  principle bounding every fixed point; bfloat16 products.
+
+:class:`ImplicitGRU` is the layer: ``ImplicitSequence(GRUCell(...))`` with the parameter names
+and order of its checkpoints. ``forward`` solves without a graph, then applies F once more with
+autograd at the solution and wraps it in the implicit-differentiation function
+(:mod:`inn.nn.implicit_function`), so backward costs one adjoint linear solve and one pass
+through F.
 
 The switch is computed as s = sigmoid(log sigmoid(a_p) - log sigmoid(a_n)), which equals
 s_p / (s_p + s_n) but never forms 0/0 when both sigmoids underflow (SPEC, measured facts).
@@ -27,14 +33,16 @@ depend on what it is batched with.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from inn.nn.implicit_layer import (
     CellLinearization,
-    ImplicitLayer,
+    ImplicitSequence,
     ImplicitSystem,
     affine,
     neighbours,
@@ -45,7 +53,7 @@ from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
 
-def cell(
+def transition(
     X: Tensor,
     prev: Tensor,
     nxt: Tensor,
@@ -70,6 +78,14 @@ def cell(
     return h, (s, a_p, a_n, hhat, z, r, c)
 
 
+def copy_coupling(s: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+    """The elementwise part of dh_t/dh_{t-1} and dh_t/dh_{t+1}: (1 - z) s and (1 - z)(1 - s),
+    the gated copy of the neighbours (unmasked)."""
+    keep = 1 - z
+    lower = keep * s
+    return lower, keep - lower
+
+
 class GRULinearization(CellLinearization):
     """The implicit GRU's F and Jacobian products at one point H, analytically.
 
@@ -78,14 +94,14 @@ class GRULinearization(CellLinearization):
     ``vjp`` against autograd in the tests.
     """
 
-    def __init__(self, system: "GRUSystem", H: Tensor, evaluated: tuple | None = None) -> None:
-        """``evaluated``: ``(prev, nxt, h, intermediates)`` of :func:`cell` at H when the caller
-        has them already (detached), which saves an evaluation."""
+    def __init__(self, system: ImplicitSystem, H: Tensor, evaluated: tuple | None = None) -> None:
+        """``evaluated``: ``(prev, nxt, h, intermediates)`` of :func:`transition` at H when the
+        caller has them already (detached), which saves an evaluation."""
         self.system = system
-        k = system.k
+        k = system.weights[0].shape[1]
         if evaluated is None:
             prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
-            h, intermediates = cell(system.X, prev, nxt, *system.weights)
+            h, intermediates = transition(system.X, prev, nxt, *system.weights)
         else:
             prev, nxt, h, intermediates = evaluated
         s, a_p, a_n, hhat, z, r, c = intermediates
@@ -102,7 +118,7 @@ class GRULinearization(CellLinearization):
         rd = r * (1 - r)
         cd = 1 - c * c
         self.one_minus_z = 1 - z
-        self.copy = system.copy_coupling(s, z)  # (lower, upper): the elementwise coupling
+        self.copy = system.mask_coupling(*copy_coupling(s, z))  # (lower, upper): the elementwise coupling
         self.gz = (c - hhat) * zd  # dh/da_z
         self.gc = z * cd  # dh/da_c
         self.hrd = hhat * rd  # d(r*hhat)/da_r
@@ -162,81 +178,99 @@ class GRULinearization(CellLinearization):
         s, ep, en = self.s[:, t], self.ep[:, t], self.en[:, t]
         L = N * s.unsqueeze(-2) + (N * ep.unsqueeze(-2)) @ Wpn[:k]
         R = N * (1 - s).unsqueeze(-2) - (N * en.unsqueeze(-2)) @ Wpn[k:]
-        real = sy.mask[:, t].to(L.dtype).view(-1, 1, 1)
-        has_prev = real * (1.0 if t > 0 else 0.0)
-        has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
-        return L * has_prev, R * has_next
+        return self.mask_blocks(t, L, R)
 
 
-class GRUSystem(ImplicitSystem):
-    """The implicit GRU equations for one batch, with no autograd graph (solver side).
+class GRUCell(nn.Module):
+    """The implicit GRU's cell f(x_t, h_{t-1}, h_{t+1}) with every hook of
+    :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
 
-    ``X`` (B, n, 5k) are the precomputed input terms W x + b, ``weights`` the detached
-    recurrent matrices (U_pn (2k, k), U_zr (2k, k), U (k, k)).
+    Parameters: ``weight_x`` (5k, input_size) and ``bias`` (5k), the input terms for p, n, z, r
+    and the candidate; ``weight_pn`` U_p; U_n (2k, k), ``weight_zr`` U_z; U_r (2k, k),
+    ``weight_c`` U (k, k). Inside :class:`ImplicitGRU` the layer holds them (``holder``).
     """
 
-    cell = staticmethod(cell)
+    supports_low_precision = True
     Linearization = GRULinearization
+    transition = staticmethod(transition)
 
-    def state_bound(self) -> Tensor:
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = self.output_size = k = hidden_size
+        self.weight_x = nn.Parameter(torch.empty(5 * k, input_size))
+        self.bias = nn.Parameter(torch.empty(5 * k))
+        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
+        self.weight_zr = nn.Parameter(torch.empty(2 * k, k))  # U_z; U_r
+        self.weight_c = nn.Parameter(torch.empty(k, k))  # U
+        self.reset_parameters()
+
+    @property
+    def params(self) -> nn.Module:
+        """Where the parameters live: this cell, or the layer holding them."""
+        return self.__dict__.get("holder", self)
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU does."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.params.weight_x, self.params.bias, *self.weights()):
+            nn.init.uniform_(p, -bound, bound)
+
+    def weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The recurrent matrices, in the order :func:`transition` takes them."""
+        return self.params.weight_pn, self.params.weight_zr, self.params.weight_c
+
+    def project(self, x: Tensor) -> Tensor:
+        """W x_t + b for all five blocks at once: (B, n, input_size) -> (B, n, 5k)."""
+        return Fn.linear(x, self.params.weight_x, self.params.bias)
+
+    def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor:
+        return transition(self.project(x), h_prev, h_next, *self.weights())[0]
+
+    @staticmethod
+    def coupling(X: Tensor, prev: Tensor, nxt: Tensor, aux: tuple[Tensor, ...]) -> tuple[Tensor, Tensor]:
+        """The gated copy of the neighbours, :func:`copy_coupling`, from s and z in ``aux``."""
+        return copy_coupling(aux[0], aux[4])
+
+    @staticmethod
+    def state_bound(h_start: Tensor, h_end: Tensor) -> Tensor:
         """A maximum principle: h_t = (1 - z) hhat_t + z tanh(...) mixes its neighbours (or the
         boundary states) with a value in (-1, 1), so no unit of a fixed point exceeds
         max(1, |h_start|, |h_end|) in size."""
-        return torch.maximum(self.h_start.abs(), self.h_end.abs()).clamp_min(1.0)
+        return torch.maximum(h_start.abs(), h_end.abs()).clamp_min(1.0)
 
-    def copy_coupling(self, s: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
-        """The elementwise part of dF_t/dh_{t-1} and dF_t/dh_{t+1}: (1 - z) s and
-        (1 - z)(1 - s), the gated copy of the neighbours, zero where there is no neighbour."""
-        keep = (1 - z) * self.maskf
-        lower = keep * s
-        return lower, (keep - lower) * self.next_realf
-
-    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """H + (I - D)^{-1} (F(H) - H), D the copy coupling at H (:meth:`copy_coupling`).
-
-        A Newton step with the Jacobian's elementwise part only: it solves the gated copy
-        of the neighbours exactly, unit by unit along the sequence (the slow, length-dependent
-        modes of trained weights; :mod:`inn.solvers.tridiagonal`), and leaves the couplings
-        through the weight matrices to Anderson. Same fixed points as F; costs one cell
-        evaluation and a tridiagonal solve. ``with_residual``: also return H's relative
-        residual ||F(H) - H|| / ||H|| per sequence, which the step computes anyway.
-        """
-        prev, nxt = neighbours(H, self.next_real, self.h_start, self.h_end)
-        h, (s, _, _, _, z, _, _) = cell(self.X, prev, nxt, *self.weights)
-        G = h * self.maskf - H
-        step = H + Tridiagonal(*self.copy_coupling(s, z)).solve(G)
-        return (step, relative_residual(G, H)) if with_residual else step
-
-    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
-        """:meth:`tridiagonal_step` at H = 0 with its residual, without matrix products.
+    @staticmethod
+    def step_from_zero(system: ImplicitSystem) -> tuple[Tensor, Tensor] | None:
+        """The tridiagonal step at H = 0 with its residual, without matrix products.
 
         With H = 0 and zero boundary states every recurrent product vanishes: hhat = 0, so
         F(0) = z c with z and c from the input terms alone. Anderson's usual first step
         (from the ``"zeros"`` candidate) then costs elementwise work and a tridiagonal
         solve. None when a boundary state is not zero (trainable boundaries).
         """
-        if bool(self.h_start.any()) or bool(self.h_end.any()):
+        if bool(system.h_start.any()) or bool(system.h_end.any()):
             return None
-        k = self.k
-        Xp, Xn, Xz, _, Xc = self.X.split(k, dim=-1)
+        Xp, Xn, Xz, _, Xc = system.X.chunk(5, dim=-1)
         s = switch(Xp, Xn)
         z = torch.sigmoid(Xz)
-        G = z * torch.tanh(Xc) * self.maskf
-        return Tridiagonal(*self.copy_coupling(s, z)).solve(G), relative_residual(G, torch.zeros_like(G))
+        G = z * torch.tanh(Xc) * system.maskf
+        step = Tridiagonal(*system.mask_coupling(*copy_coupling(s, z))).solve(G)
+        return step, relative_residual(G, torch.zeros_like(G))
 
-    def _explicit_step(self, Xt: Tensor, h: Tensor) -> Tensor:
+    @staticmethod
+    def explicit_step(Xt: Tensor, h: Tensor, weight_pn: Tensor, weight_zr: Tensor, weight_c: Tensor) -> Tensor:
         """The explicit GRU step (hhat = h) used by the one-step guess's sweeps."""
-        k = self.k
-        _, Wzr, Wc = self.weights
-        zr = h @ Wzr.T
+        k = h.shape[-1]
+        zr = h @ weight_zr.T
         z = torch.sigmoid(Xt[:, 2 * k : 3 * k] + zr[:, :k])
         r = torch.sigmoid(Xt[:, 3 * k : 4 * k] + zr[:, k:])
-        c = torch.tanh(Xt[:, 4 * k :] + (r * h) @ Wc.T)
+        c = torch.tanh(Xt[:, 4 * k :] + (r * h) @ weight_c.T)
         return h + z * (c - h)
 
 
-class ImplicitGRU(ImplicitLayer):
-    """Implicitly-defined bidirectional GRU layer (Kazi & Thompson, 2017).
+class ImplicitGRU(ImplicitSequence):
+    """Implicitly-defined bidirectional GRU layer (Kazi & Thompson, 2017):
+    :class:`inn.nn.ImplicitSequence` on a :class:`GRUCell`.
 
     Args:
         input_size: width of xi.
@@ -244,18 +278,13 @@ class ImplicitGRU(ImplicitLayer):
         solver: a name in :data:`inn.solvers.SOLVERS` (``"newton_krylov"``, the paper's
             method; ``"newton_direct"``; ``"anderson"``; ``"fixed_point"``).
         trainable_boundary: learn h_s and h_e (zero and fixed otherwise, as in the paper).
-        **options: solver and backward options, see :class:`inn.nn.implicit_layer.ImplicitLayer`.
+        **options: solver and backward options, see :class:`inn.nn.ImplicitSequence`.
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
-    tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. After each
-    call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
-    sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve;
-    ``last_solution`` is that call's H, detached (what a warm start of the next solve of the
-    same sentences starts from).
+    tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. The cell's
+    parameters are the layer's own (``weight_x``, ``bias``, ``weight_pn``, ``weight_zr``,
+    ``weight_c``, then ``h_start``, ``h_end``), as in checkpoints from before the cells.
     """
-
-    System = GRUSystem
-    input_blocks = 5  # input terms for p, n, z, r, candidate (W_p .. W, with b_p .. b)
 
     def __init__(
         self,
@@ -265,13 +294,9 @@ class ImplicitGRU(ImplicitLayer):
         trainable_boundary: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(input_size, hidden_size, solver, **options)
-        k = hidden_size
-        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
-        self.weight_zr = nn.Parameter(torch.empty(2 * k, k))  # U_z; U_r
-        self.weight_c = nn.Parameter(torch.empty(k, k))  # U
-        self._boundaries(trainable_boundary)
-        self.reset_parameters()
+        super().__init__(GRUCell(input_size, hidden_size), hidden_size, solver, trainable_boundary, **options)
+        self.hidden_size = hidden_size
+        self._hold_cell_parameters()
 
-    def recurrent_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        return self.weight_pn, self.weight_zr, self.weight_c
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}"

@@ -1,20 +1,24 @@
-"""What every implicit layer shares: a layer is a cell plus this machinery.
+"""Any cell as an implicit layer: :class:`ImplicitSequence` and the machinery it runs on.
 
-An implicit layer defines its states H (B, n, state width) by H = F(H), each position's state
-a function of its input and of both neighbours' states, with the paper's switch s deciding
-how much each neighbour counts. A cell (:mod:`inn.nn.implicit_gru`, :mod:`inn.nn.implicit_lstm`)
-supplies the per-position transition and its analytic linearisation; this module supplies the
-rest, once:
+An implicit layer defines its states H (B, n, K) by H = F(H), each position's state a
+function of its input and of both neighbours' states: h_t = f(x_t, h_{t-1}, h_{t+1}), with
+boundary states h_0 = h_s and h_{n+1} = h_e. The cell f is any ``nn.Module`` with
+``forward(x, h_prev, h_next) -> h`` on (B, n, d), (B, n, K), (B, n, K) -> (B, n, K), acting on
+every position on its own (:class:`Cell` lists what it may add for speed). This module
+supplies the rest, once:
 
-- :class:`BatchTensors`: a batch's tensors listed, cloned and reloaded in place, so that
-  a CUDA graph of a solve can be replayed on another batch of the same shape;
-- :class:`ImplicitSystem`: the equations for one batch with no autograd graph, what the solvers
-  in :mod:`inn.solvers` work on: F, the red-black sweep, starting guesses, stacking and
-  selecting sequences, the bfloat16 version;
-- :class:`CellLinearization`: J^T products and the red-black adjoint sweep, both from the cell's
-  ``_sources`` (what each position sends to its neighbours);
-- :class:`ImplicitLayer`: the ``nn.Module``, which solves without a graph, then applies F once
-  more with autograd at the solution and wraps it in the implicit backward
+- :class:`BatchTensors`: a batch's tensors listed, cloned and reloaded in place, so that a
+  CUDA graph of a solve can be replayed on another batch of the same shape;
+- :class:`ImplicitSystem`: the equations for one batch with no autograd graph, what the
+  solvers in :mod:`inn.solvers` work on (:class:`inn.solvers.FixedPointSystem`, the whole
+  protocol): F, the red-black and tridiagonal sweeps, starting guesses, stacking and selecting
+  sequences, the bfloat16 version; each from the cell's hook where it has one;
+- :class:`CellLinearization`: dF/dH at a point: J^T products and the red-black adjoint sweep
+  from the cell's ``_sources`` (what each position sends to its neighbours);
+  :class:`AutogradLinearization` gives J V, J^T V and the Jacobian blocks of any cell through
+  ``torch.func``;
+- :class:`ImplicitSequence`: the ``nn.Module``, which solves without a graph, then applies F
+  once more with autograd at the solution and wraps it in the implicit backward
   (:mod:`inn.nn.implicit_function`); solver options, warm starts and statistics.
 
 Padding: sequences are left-aligned and ``mask`` is True on real tokens. The state after a
@@ -25,14 +29,15 @@ states do not depend on what it is batched with.
 from __future__ import annotations
 
 import copy
-import math
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from inn.errors import InnError
+from inn.solvers._common import relative_residual
+from inn.solvers.tridiagonal import Tridiagonal
 
 
 def neighbours(H: Tensor, next_real: Tensor, h_start: Tensor, h_end: Tensor) -> tuple[Tensor, Tensor]:
@@ -115,19 +120,89 @@ class BatchTensors:
             tensor.copy_(theirs[name])
 
 
+class Cell(Protocol):
+    """What :class:`ImplicitSequence` asks of a cell, and the hooks it may add for speed.
+
+    Required: ``forward(x, h_prev, h_next) -> h``, (B, n, d), (B, n, K), (B, n, K) ->
+    (B, n, K), every position on its own (the layer couples positions only through their
+    neighbours' states). Nothing else: autograd's Jacobian products (``torch.func``) then give
+    every solver and the exact implicit backward.
+
+    Optional hooks, each used when present and replaced by the fallback in brackets otherwise:
+
+    - ``project(x) -> X``, ``transition(X, h_prev, h_next, *weights) -> (h, aux)`` and
+      ``weights() -> tuple of tensors``: the input projection split off, computed once per
+      solve; ``transition`` is the cell on it with the recurrent ``weights`` passed in
+      (detached on the solver side), ``aux`` whatever the other hooks want from that
+      evaluation. [X = x, forward, no weights]
+    - ``Linearization``: a :class:`CellLinearization` class ``(system, H, evaluated)`` with
+      analytic ``jvp``, ``_sources`` (hence J^T V and the red-black adjoint sweep), ``blocks``
+      and ``copy``. [:class:`AutogradLinearization`]
+    - ``coupling(X, h_prev, h_next, aux) -> (lower, upper)``: the elementwise part of
+      dh/dh_prev and dh/dh_next (B, n, K), which the tridiagonal sweep of Anderson and the
+      adjoint's preconditioner invert exactly along the sequence. [none: those steps are
+      plain F and J^T steps]
+    - ``tridiagonal_step(system, H, with_residual)``: a cell's own preconditioned step (the
+      LSTM solves its c exactly, then h). [H + (I - D)^{-1} (F(H) - H), D from ``coupling``]
+    - ``step_from_zero(system)``: that step at H = 0 with its residual, cheaper, or None.
+      [None: the step is taken]
+    - ``explicit_step(X_t, state, *weights)``: the one-directional cell of the paper's
+      one-step guess, (B, K) -> (B, K). [the cell with both neighbours ``state``]
+    - ``state_bound(h_start, h_end) -> (1, 1, K)``: no fixed point has a larger |entry|, so a
+      converged state beyond it is rejected. [inf: no check]
+    - ``output(H)`` and ``output_size``: the layer's output where the state is wider (the
+      LSTM's state is [h; c], its output h). [H]
+    - ``supports_low_precision = True``: ``transition`` and the linearisation accept bfloat16
+      weights (:meth:`ImplicitSystem.low_precision`). [False]
+    """
+
+    def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor: ...
+
+
+def evaluate_cell(cell: nn.Module, X: Tensor, prev: Tensor, nxt: Tensor,
+                  weights: tuple[Tensor, ...]) -> tuple[Tensor, Any]:
+    """The cell on input terms X and neighbours (prev, nxt): its ``transition`` with
+    ``weights`` where it has the hook, else its ``forward`` (X is then x). Returns (state,
+    ``aux``, what the other hooks want from the evaluation; None without the hook)."""
+    transition = getattr(cell, "transition", None)
+    return (cell(X, prev, nxt), None) if transition is None else transition(X, prev, nxt, *weights)
+
+
 class CellLinearization(BatchTensors):
     """dF/dH at one point, the parts every cell shares: J^T products and the red-black adjoint
-    sweep, from the cell's ``_sources(g, sl)``, which returns the cotangents that positions
-    ``sl`` with output cotangent g send to their left and right neighbours."""
+    sweep, from ``_sources(g, sl)``, which returns the cotangents that positions ``sl`` with
+    output cotangent g send to their left and right neighbours.
+
+    ``F`` is F(H); ``copy`` the masked elementwise coupling (lower, upper) that the tridiagonal
+    preconditioner inverts, or None where the cell has none."""
 
     system: "ImplicitSystem"
+    F: Tensor
+    copy: tuple[Tensor, Tensor] | None
 
     def _sources(self, g: Tensor, sl: slice) -> tuple[Tensor, Tensor]:
         raise NotImplementedError
 
+    def jvp(self, V: Tensor) -> Tensor:
+        """J V = dF/dH . V, (B, n, K) -> (B, n, K)."""
+        raise NotImplementedError
+
+    def blocks(self, t: int) -> tuple[Tensor, Tensor]:
+        """(dF_t/dh_{t-1}, dF_t/dh_{t+1}), each (B, K, K), zero where there is no coupling."""
+        raise NotImplementedError
+
+    def mask_blocks(self, t: int, L: Tensor, R: Tensor) -> tuple[Tensor, Tensor]:
+        """Position t's blocks with the couplings that do not exist zeroed: none at padding,
+        none to the left of the first position, none to the right of a sequence's last."""
+        sy = self.system
+        real = sy.mask[:, t].to(L.dtype).view(-1, 1, 1)
+        has_prev = real * (1.0 if t > 0 else 0.0)
+        has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
+        return L * has_prev, R * has_next
+
     def low_precision(self) -> "CellLinearization | None":
         """The same linearisation with bfloat16 matrix products in :meth:`vjp` (the first pass
-        of a mixed-precision adjoint solve); None unless the system is float32."""
+        of a mixed-precision adjoint solve); None unless the system has such a version."""
         low = self.system.low_precision()
         if low is None:
             return None
@@ -170,43 +245,116 @@ class CellLinearization(BatchTensors):
         return u
 
 
-class ImplicitSystem(BatchTensors):
-    """The equations of one batch, with no autograd graph (solver side); a cell subclasses it.
+class AutogradLinearization(CellLinearization):
+    """dF/dH of any cell at H by autograd: J V by ``torch.func.jvp`` (forward mode, one cell
+    evaluation's worth per product), J^T V by one ``torch.func.vjp`` of the cell at H (taken at
+    the first J^T product and reused), the Jacobian blocks by K forward products per position.
+    The fallback where a cell has no ``Linearization`` hook: about 2-3x an analytic product."""
 
-    ``X`` (B, n, blocks x k) are the precomputed input terms W x + b (fixed during a solve, so
-    only the recurrent products cost anything), ``weights`` the detached recurrent matrices,
-    the first of them U_p; U_n (2k, k). A subclass sets ``cell`` (the transition at every
-    position, ``(X, prev, nxt, *weights) -> (state, intermediates)``), ``Linearization`` and
-    ``state_factor`` (state width per hidden unit), and adds what its solvers need
-    (``tridiagonal_step``, ``_one_step``, optionally ``step_from_zero``).
+    def __init__(self, system: "ImplicitSystem", H: Tensor, evaluated: tuple | None = None) -> None:
+        self.system = sy = system
+        self.prev, self.nxt = neighbours(H, sy.next_real, sy.h_start, sy.h_end)
+        h, aux = sy.evaluate(sy.X, self.prev, self.nxt) if evaluated is None else evaluated[2:]
+        self.F = h * sy.maskf
+        self.copy = sy.coupling(sy.X, self.prev, self.nxt, aux)
+        self._pullback = None
+
+    def _cell(self, X: Tensor, prev: Tensor, nxt: Tensor) -> Tensor:
+        return self.system.evaluate(X, prev, nxt)[0]
+
+    def jvp(self, V: Tensor) -> Tensor:
+        sy = self.system
+        vp, vn = neighbours(V, sy.next_real, sy.zero_boundary, sy.zero_boundary)
+        _, dh = torch.func.jvp(lambda p, q: self._cell(sy.X, p, q), (self.prev, self.nxt), (vp, vn))
+        return dh * sy.maskf
+
+    def _sources(self, g: Tensor, sl: slice) -> tuple[Tensor, Tensor]:
+        """J^T of the cell at positions ``sl`` (through the whole sequence's pullback, the
+        other positions' cotangents zero)."""
+        sy = self.system
+        if self._pullback is None:
+            _, self._pullback = torch.func.vjp(lambda p, q: self._cell(sy.X, p, q), self.prev, self.nxt)
+        full = torch.zeros_like(self.F)
+        full[:, sl] = g * sy.maskf[:, sl]
+        g_prev, g_next = self._pullback(full)
+        return g_prev[:, sl], g_next[:, sl] * sy.next_realf[:, sl]
+
+    def blocks(self, t: int) -> tuple[Tensor, Tensor]:
+        """Position t's cell Jacobians: its inputs repeated K times along the positions, with
+        the K unit vectors as tangents, give the K columns at once."""
+        sy = self.system
+        B, _, K = self.F.shape
+        X = sy.X[:, t : t + 1].expand(B, K, sy.X.shape[-1])
+        # (forward-mode duals need storage of their own: no expanded views)
+        prev, nxt = self.prev[:, t : t + 1].repeat(1, K, 1), self.nxt[:, t : t + 1].repeat(1, K, 1)
+        eye = torch.eye(K, dtype=self.F.dtype, device=self.F.device).repeat(B, 1, 1)
+        L = torch.func.jvp(lambda p: self._cell(X, p, nxt), (prev,), (eye,))[1].mT
+        R = torch.func.jvp(lambda q: self._cell(X, prev, q), (nxt,), (eye,))[1].mT
+        return self.mask_blocks(t, L, R)
+
+
+class ImplicitSystem(BatchTensors):
+    """The equations of one batch with no autograd graph (solver side), for any cell: the
+    whole :class:`inn.solvers.FixedPointSystem` protocol, each member from the cell's hook
+    where it has one (:class:`Cell`) and from the cell alone otherwise.
+
+    ``X`` (B, n, m): the cell's input terms, fixed during a solve (its ``project`` of x, or x);
+    ``weights``: the detached tensors its ``transition`` takes (none without the hook);
+    ``h_start``, ``h_end``: the boundary states (K entries).
     """
 
-    state_factor = 1
-    Linearization: type
-    cell: Any
+    #: how far past :meth:`state_bound` a state may lie and still count as a solution. On a
+    #: trained walk INN the saturated units of genuine solutions (tol 1e-4) lay within 1e-3 of
+    #: the box, the spurious roots of the relative residual 0.07 to 19 beyond it.
+    BOUND_SLACK = 0.01
 
-    def __init__(self, X: Tensor, mask: Tensor, weights: tuple[Tensor, ...], h_start: Tensor, h_end: Tensor) -> None:
+    def __init__(self, cell: nn.Module, X: Tensor, mask: Tensor, weights: tuple[Tensor, ...], h_start: Tensor,
+                 h_end: Tensor) -> None:
+        self.cell = cell
         self.X = X
         self.mask = mask
         self.maskf = mask.unsqueeze(-1).to(X.dtype)
         self.next_real = next_real_mask(mask)
         self.next_realf = self.next_real.unsqueeze(-1).to(X.dtype)
+        self.linkf = self.maskf * self.next_realf  # (B, n, 1): t real and coupled to a real t + 1
         self.weights = weights
-        self.k = weights[0].shape[1]
-        width = self.state_factor * self.k
+        width = h_start.numel()
         self.h_start = h_start.reshape(1, 1, width).to(X.dtype)
         self.h_end = h_end.reshape(1, 1, width).to(X.dtype)
         self.zero_boundary = torch.zeros(1, 1, width, dtype=X.dtype, device=X.device)
         self.shape = torch.Size((X.shape[0], X.shape[1], width))
 
+    def evaluate(self, X: Tensor, prev: Tensor, nxt: Tensor) -> tuple[Tensor, Any]:
+        """The cell at every position given: (state, what its other hooks want from it)."""
+        return evaluate_cell(self.cell, X, prev, nxt, self.weights)
+
+    @property
+    def graphable(self) -> bool:
+        """Whether a solve on it may be captured as a CUDA graph: only with the cell's
+        projection and analytic linearisation, whose tensors the system and linearisation
+        hold (a static copy then holds all the solve reads)."""
+        return hasattr(self.cell, "transition") and hasattr(self.cell, "Linearization")
+
     def F(self, H: Tensor) -> Tensor:
         """One evaluation of the implicit definition (padded positions give zero)."""
         prev, nxt = neighbours(H, self.next_real, self.h_start, self.h_end)
-        h, _ = self.cell(self.X, prev, nxt, *self.weights)
-        return h * self.maskf
+        return self.evaluate(self.X, prev, nxt)[0] * self.maskf
 
-    def linearize(self, H: Tensor) -> CellLinearization:
-        return self.Linearization(self, H)
+    def linearize(self, H: Tensor, evaluated: tuple | None = None) -> CellLinearization:
+        """dF/dH at H: the cell's analytic ``Linearization``, else by autograd. ``evaluated``:
+        ``(prev, nxt, state, aux)`` of the cell at H when the caller has them (detached)."""
+        return getattr(self.cell, "Linearization", AutogradLinearization)(self, H, evaluated)
+
+    def coupling(self, X: Tensor, prev: Tensor, nxt: Tensor, aux: Any) -> tuple[Tensor, Tensor] | None:
+        """The cell's elementwise coupling to its neighbours at these points, zero where there
+        is no neighbour; None where the cell has no ``coupling`` hook."""
+        hook = getattr(self.cell, "coupling", None)
+        return None if hook is None else self.mask_coupling(*hook(X, prev, nxt, aux))
+
+    def mask_coupling(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
+        """A coupling (lower, upper) with the links that do not exist zeroed: none at padding,
+        none to the right of a sequence's last position."""
+        return lower * self.maskf, upper * self.linkf
 
     def sweep(self, H: Tensor) -> Tensor:
         """One red-black nonlinear Gauss-Seidel sweep: even positions from their (odd)
@@ -226,19 +374,44 @@ class ImplicitSystem(BatchTensors):
             if nxt.shape[1] < m:
                 nxt = torch.cat([nxt, he], 1)
             nxt = torch.where(self.next_real[:, sl].unsqueeze(-1), nxt, he)
-            h, _ = self.cell(self.X[:, sl], prev, nxt, *self.weights)
+            h, _ = self.evaluate(self.X[:, sl], prev, nxt)
             H[:, sl] = h * self.maskf[:, sl]
         return H
 
-    #: how far past :meth:`state_bound` a state may lie and still count as a solution. On a
-    #: trained walk INN the saturated units of genuine solutions (tol 1e-4) lay within 1e-3 of
-    #: the box, the spurious roots of the relative residual 0.07 to 19 beyond it.
-    BOUND_SLACK = 0.01
+    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """H + (I - D)^{-1} (F(H) - H), D the cell's elementwise coupling at H (:meth:`coupling`).
+
+        A Newton step with the Jacobian's elementwise part only: it solves the gated copy of
+        the neighbours exactly, unit by unit along the sequence (the slow, length-dependent
+        modes of trained weights; :mod:`inn.solvers.tridiagonal`), and leaves the couplings
+        through the weight matrices to Anderson. Same fixed points as F; costs one cell
+        evaluation and a tridiagonal solve. A cell with its own ``tridiagonal_step`` takes it;
+        one without a coupling takes F (D = 0). ``with_residual``: also return H's relative
+        residual ||F(H) - H|| / ||H|| per sequence, which the step computes anyway.
+        """
+        hook = getattr(self.cell, "tridiagonal_step", None)
+        if hook is not None:
+            return hook(self, H, with_residual)
+        prev, nxt = neighbours(H, self.next_real, self.h_start, self.h_end)
+        h, aux = self.evaluate(self.X, prev, nxt)
+        G = h * self.maskf - H
+        copy = self.coupling(self.X, prev, nxt, aux)
+        step = H + (G if copy is None else Tridiagonal(*copy).solve(G))
+        return (step, relative_residual(G, H)) if with_residual else step
+
+    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
+        """:meth:`tridiagonal_step` at H = 0 with its residual, where the cell knows a cheaper
+        way (``step_from_zero`` hook); else None, and the step is taken."""
+        hook = getattr(self.cell, "step_from_zero", None)
+        return None if hook is None else hook(self)
 
     def state_bound(self) -> Tensor:
-        """(1, 1, width): the largest |state| entry any fixed point can have; a cell that
-        knows one says so (the base: inf, no check)."""
-        return torch.full_like(self.zero_boundary, float("inf"))
+        """(1, 1, K): the largest |state| entry any fixed point can have (the cell's
+        ``state_bound``; inf where it knows none)."""
+        hook = getattr(self.cell, "state_bound", None)
+        if hook is None:
+            return torch.full_like(self.zero_boundary, float("inf"))
+        return hook(self.h_start, self.h_end)
 
     def outside_bounds(self, H: Tensor) -> Tensor:
         """(B,) bool: sequences whose state leaves the box every fixed point lies in.
@@ -255,21 +428,23 @@ class ImplicitSystem(BatchTensors):
         """The same equations with the recurrent products in bfloat16 (sums, gates and the
         tridiagonal solve stay in float32): about 2x cheaper per F evaluation on a CPU with
         native bfloat16 products, accurate to a relative residual of about 1e-3. Mixed-precision
-        solves iterate on it first and finish on the float32 system. None unless float32."""
-        if self.X.dtype != torch.float32:
+        solves iterate on it first and finish on the float32 system. None unless float32 and
+        the cell ``supports_low_precision``."""
+        if self.X.dtype != torch.float32 or not getattr(self.cell, "supports_low_precision", False):
             return None
         weights = tuple(w.to(torch.bfloat16) for w in self.weights)
-        return type(self)(self.X, self.mask, weights, self.h_start, self.h_end)
+        return type(self)(self.cell, self.X, self.mask, weights, self.h_start, self.h_end)
 
     def repeat(self, times: int) -> "ImplicitSystem":
+        """The same systems stacked ``times`` times along B (several starting candidates)."""
         if times == 1:
             return self
-        return type(self)(self.X.repeat(times, 1, 1), self.mask.repeat(times, 1), self.weights, self.h_start,
-                          self.h_end)
+        return type(self)(self.cell, self.X.repeat(times, 1, 1), self.mask.repeat(times, 1), self.weights,
+                          self.h_start, self.h_end)
 
     def select(self, index: Tensor) -> "ImplicitSystem":
         """The systems of the sequences at ``index`` (for retrying failed ones)."""
-        return type(self)(self.X[index], self.mask[index], self.weights, self.h_start, self.h_end)
+        return type(self)(self.cell, self.X[index], self.mask[index], self.weights, self.h_start, self.h_end)
 
     def initial_guess(self, kind: str, generator: torch.Generator | None = None) -> Tensor:
         """A starting point for the solvers.
@@ -277,7 +452,7 @@ class ImplicitSystem(BatchTensors):
         ``"zeros"``; ``"random"`` (uniform in (-0.5, 0.5), drawn on the CPU from
         ``generator`` so it is the same on every device); ``"one_step"``, the paper's guess
         state_t = f(state^f_{t-1}, state^b_{t+1}, xi_t) from a forward and a backward sweep of
-        the ordinary recurrent cell with the same weights; ``"F0"``, F(0).
+        the one-directional cell with the same weights; ``"F0"``, F(0).
         """
         B, n, K = self.shape
         dt, dev = self.X.dtype, self.X.device
@@ -293,8 +468,12 @@ class ImplicitSystem(BatchTensors):
         raise InnError(f"unknown initial guess {kind!r}; use zeros, random, one_step or F0")
 
     def _explicit_step(self, Xt: Tensor, state: Tensor) -> Tensor:
-        """The ordinary (one-directional) cell's step, (B, K) -> (B, K), for the one-step guess."""
-        raise NotImplementedError
+        """The one-directional cell, (B, K) -> (B, K): the cell's ``explicit_step``, else the
+        cell with ``state`` as both neighbours (for the GRU that is hhat = h, its explicit step)."""
+        hook = getattr(self.cell, "explicit_step", None)
+        if hook is not None:
+            return hook(Xt, state, *self.weights)
+        return self.evaluate(Xt[:, None], state[:, None], state[:, None])[0][:, 0]
 
     def _one_step(self) -> Tensor:
         """The paper's one-step guess: the cell at every position, with a forward sweep of the
@@ -316,19 +495,24 @@ class ImplicitSystem(BatchTensors):
         prev = torch.cat([self.h_start.expand(B, 1, K), Hf[:, :-1]], 1)
         nxt = torch.cat([Hb[:, 1:], self.h_end.expand(B, 1, K)], 1)
         nxt = torch.where(self.next_real.unsqueeze(-1), nxt, self.h_end.expand(B, 1, K))
-        h, _ = self.cell(self.X, prev, nxt, *self.weights)
+        h, _ = self.evaluate(self.X, prev, nxt)
         return h * self.maskf
 
 
-class ImplicitLayer(nn.Module):
-    """An implicitly-defined bidirectional recurrent layer: a cell's :class:`ImplicitSystem`
-    plus the solvers, the implicit backward, warm starts and statistics.
+class ImplicitSequence(nn.Module):
+    """An implicitly-defined bidirectional recurrent layer from any cell: the states H with
+    h_t = cell(x_t, h_{t-1}, h_{t+1}) at every real position, found by a solver, and their
+    exact gradients by implicit differentiation.
 
     Args:
-        input_size: width of xi.
-        hidden_size: k, the width of the output (and of each part of the state).
+        cell: an ``nn.Module`` with ``forward(x, h_prev, h_next) -> h`` on (B, n, d),
+            (B, n, K), (B, n, K) -> (B, n, K), every position on its own; the hooks of
+            :class:`Cell` make it faster.
+        state_size: K, the width of the state.
         solver: a name in :data:`inn.solvers.SOLVERS` (``"newton_krylov"``, the paper's
             method; ``"newton_direct"``; ``"anderson"``; ``"fixed_point"``).
+        trainable_boundary: learn the boundary states h_s and h_e (zero and fixed otherwise,
+            as in the paper).
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
             ``candidates``, ``strict``, ...) and for the backward pass ``backward_solver``
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
@@ -336,44 +520,37 @@ class ImplicitLayer(nn.Module):
             ``backward_low_precision`` (the ``"anderson"`` adjoint's mixed precision, as the
             forward's ``low_precision``; default ``"auto"``), ``backward_cuda_graph`` (its
             CUDA graphs, as the forward's ``cuda_graph``; default: the forward's setting); or
-            an approximate backward
-            (``"phantom"`` with ``backward_steps`` and ``backward_damping``,
-            ``"jacobian_free"``, ``"preconditioned"``: :mod:`inn.nn.implicit_function`).
+            an approximate backward (``"phantom"`` with ``backward_steps`` and
+            ``backward_damping``, ``"jacobian_free"``, ``"preconditioned"``:
+            :mod:`inn.nn.implicit_function`).
 
-    A subclass sets ``System`` and ``input_blocks`` (input terms per hidden unit), registers
-    its recurrent weights after ``super().__init__`` and returns them from
-    :meth:`recurrent_weights`, then calls :meth:`_boundaries` and :meth:`reset_parameters`.
-
-    Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
-    tokens, left-aligned) returns (B, n, hidden_size), zero at padded positions. After each
-    call ``last_stats`` (:class:`inn.solvers.SolverStats`) says how the solve went per
-    sequence, and after each backward ``last_backward_stats`` the same for the adjoint solve;
-    ``last_solution`` is that call's state (B, n, state_size), detached (what a warm start of
-    the next solve of the same sentences starts from); likewise ``adjoint_start`` (set before a
-    backward) and ``last_adjoint`` for the adjoint solve (:mod:`inn.nn.implicit_function`).
+    Shapes: ``forward(xi, mask)`` with xi (B, n, d), mask (B, n) bool (True on real tokens,
+    left-aligned) returns (B, n, output_size) (the state, or the cell's ``output`` of it), zero
+    at padded positions. After each call ``last_stats`` (:class:`inn.solvers.SolverStats`)
+    says how the solve went per sequence, and after each backward ``last_backward_stats`` the
+    same for the adjoint solve; ``last_solution`` is that call's state (B, n, state_size),
+    detached (what a warm start of the next solve of the same sentences starts from); likewise
+    ``adjoint_start`` (set before a backward) and ``last_adjoint`` for the adjoint solve
+    (:mod:`inn.nn.implicit_function`).
     """
 
-    System: type[ImplicitSystem]
-    input_blocks: int
-
-    def __init__(self, input_size: int, hidden_size: int, solver: str = "newton_krylov", **options: Any) -> None:
+    def __init__(self, cell: nn.Module, state_size: int, solver: str = "newton_krylov",
+                 trainable_boundary: bool = False, **options: Any) -> None:
         super().__init__()
+        from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
         from inn.solvers import SOLVERS, check_options
 
         if solver not in SOLVERS:
             raise InnError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.state_size = self.System.state_factor * hidden_size  # the width of the solved state
+        self.cell = cell
+        self.state_size = state_size
+        self.output_size = getattr(cell, "output_size", state_size)
+        self.input_size = getattr(cell, "input_size", None)
         self.solver = solver
-        from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
-
         self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
         check_backward_options(self.backward_options)
         check_options(solver, options)
         self.options = options
-        self.weight_x = nn.Parameter(torch.empty(self.input_blocks * hidden_size, input_size))
-        self.bias = nn.Parameter(torch.empty(self.input_blocks * hidden_size))
         self.last_stats = None
         self.last_backward_stats = None
         self.last_solution = None  # the state of the last forward call, detached (for warm starts)
@@ -383,6 +560,7 @@ class ImplicitLayer(nn.Module):
         # leaves the Hutchinson estimate of ||dF/dH||_F^2 per state entry (differentiable)
         self.jacobian_samples = 0
         self.last_jacobian_penalty = None
+        self._boundaries(trainable_boundary)
 
     def _boundaries(self, trainable: bool) -> None:
         """The states beyond the ends, zero: learned parameters, or fixed buffers (the paper)."""
@@ -393,22 +571,31 @@ class ImplicitLayer(nn.Module):
             self.register_buffer("h_start", torch.zeros(self.state_size))
             self.register_buffer("h_end", torch.zeros(self.state_size))
 
-    def recurrent_weights(self) -> tuple[Tensor, ...]:
-        """The recurrent matrices, in the order the cell takes them (U_p; U_n first)."""
-        raise NotImplementedError
+    def _hold_cell_parameters(self) -> None:
+        """Register the cell's parameters on this layer under their own names, before the
+        boundary states, and let the cell read them from here: the state_dict keys and the
+        parameter order of the implicit GRU and LSTM from before they were cells
+        (``weight_x``, ... rather than ``cell.weight_x``), so that trained checkpoints and
+        optimiser states load."""
+        boundaries = {name: self._parameters.pop(name) for name in ("h_start", "h_end") if name in self._parameters}
+        for name in list(self.cell._parameters):
+            self.register_parameter(name, self.cell._parameters.pop(name))
+        self._parameters.update(boundaries)
+        self.cell.__dict__["holder"] = self  # a plain reference, not a submodule (no cycle of modules)
 
-    def reset_parameters(self) -> None:
-        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU and torch.nn.LSTM do."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.weight_x, self.bias, *self.recurrent_weights()):
-            nn.init.uniform_(p, -bound, bound)
+    def recurrent_weights(self) -> tuple[Tensor, ...]:
+        """The tensors the cell's ``transition`` takes besides its input terms (none without
+        the hook)."""
+        weights = getattr(self.cell, "weights", None)
+        return () if weights is None else tuple(weights())
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}"
+        return f"state_size={self.state_size}, solver={self.solver!r}"
 
     def input_terms(self, xi: Tensor) -> Tensor:
-        """W x_t + b for all gates at once: (B, n, input_size) -> (B, n, input_blocks x k)."""
-        return Fn.linear(xi, self.weight_x, self.bias)
+        """The cell's input terms, computed once per solve: its ``project(xi)``, else xi."""
+        project = getattr(self.cell, "project", None)
+        return xi if project is None else project(xi)
 
     def system(self, xi: Tensor, mask: Tensor, X: Tensor | None = None) -> ImplicitSystem:
         """The detached equations for this batch (what the solvers work on); ``X`` are the
@@ -416,9 +603,8 @@ class ImplicitLayer(nn.Module):
         if X is None:
             with torch.no_grad():
                 X = self.input_terms(xi)
-        X = X.detach()
         weights = tuple(w.detach() for w in self.recurrent_weights())
-        return self.System(X, mask.bool(), weights, self.h_start.detach(), self.h_end.detach())
+        return ImplicitSystem(self.cell, X.detach(), mask.bool(), weights, self.h_start.detach(), self.h_end.detach())
 
     def transition(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None = None) -> Tensor:
         """F(H): one evaluation of the implicit definition on the state H (B, n, state_size),
@@ -430,37 +616,38 @@ class ImplicitLayer(nn.Module):
                               system: ImplicitSystem) -> tuple[Tensor, CellLinearization]:
         """F(H) with autograd, and the linearisation of ``system`` at H (detached) from the
         same evaluation (the implicit backward needs both at the solution)."""
-        FH, evaluated = self._evaluate(xi, H, mask, X)
-        detached = tuple(t.detach() for t in evaluated[:3]) + (tuple(t.detach() for t in evaluated[3]),)
-        return FH, system.Linearization(system, H, evaluated=detached)
+        FH, (prev, nxt, h, aux) = self._evaluate(xi, H, mask, X)
+        aux = tuple(t.detach() for t in aux) if isinstance(aux, tuple) else aux
+        return FH, system.linearize(H, (prev.detach(), nxt.detach(), h.detach(), aux))
 
     def _evaluate(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None) -> tuple[Tensor, tuple]:
         mask = mask.bool()
         prev, nxt = neighbours(H, next_real_mask(mask), self.h_start, self.h_end)
         X = self.input_terms(xi) if X is None else X
-        h, intermediates = self.System.cell(X, prev, nxt, *self.recurrent_weights())
-        return h * mask.unsqueeze(-1).to(h.dtype), (prev, nxt, h, intermediates)
+        h, aux = evaluate_cell(self.cell, X, prev, nxt, self.recurrent_weights())
+        return h * mask.unsqueeze(-1).to(h.dtype), (prev, nxt, h, aux)
 
     def output(self, H: Tensor) -> Tensor:
-        """The layer's output from the solved state (the whole state, unless a cell says else)."""
-        return H
+        """The layer's output from the solved state: the cell's ``output``, else the state."""
+        output = getattr(self.cell, "output", None)
+        return H if output is None else output(H)
 
     def forward(self, xi: Tensor, mask: Tensor | None = None, start: Tensor | None = None) -> Tensor:
-        """The output (B, n, k) of the state H with H = F(H) for every sequence; ``start``
-        (B, n, state_size): a warm start for the solve, e.g. the same sentences' solutions from
-        the previous epoch (any dtype; tried before the solver's own candidates, which remain
-        the fallback)."""
+        """The output (B, n, output_size) of the state H with H = F(H) for every sequence;
+        ``start`` (B, n, state_size): a warm start for the solve, e.g. the same sentences'
+        solutions from the previous epoch (any dtype; tried before the solver's own
+        candidates, which remain the fallback)."""
         from inn.nn.implicit_function import implicit_solution
         from inn.solvers import solve
 
-        if xi.dim() != 3 or xi.shape[-1] != self.input_size:
-            raise InnError(f"{type(self).__name__} expects xi of shape (B, n, {self.input_size}), "
-                           f"got {tuple(xi.shape)}")
+        if xi.dim() != 3 or (self.input_size is not None and xi.shape[-1] != self.input_size):
+            width = "d" if self.input_size is None else self.input_size
+            raise InnError(f"{type(self).__name__} expects xi of shape (B, n, {width}), got {tuple(xi.shape)}")
         if mask is None:
             mask = torch.ones(xi.shape[:2], dtype=torch.bool, device=xi.device)
         mask = mask.bool()
         if xi.shape[1] == 0:
-            return xi.new_zeros(xi.shape[0], 0, self.hidden_size)
+            return xi.new_zeros(xi.shape[0], 0, self.output_size)
         needs_grad = torch.is_grad_enabled() and (xi.requires_grad or any(p.requires_grad for p in self.parameters()))
         X = self.input_terms(xi)  # with a graph when gradients are wanted
         system = self.system(xi, mask, X)

@@ -8,28 +8,34 @@
 The state of a position is [h_t; c_t] (width 2k), so the solvers, which work on (B, n, K)
 tensors, take it unchanged; the boundary states [h_s; c_s] and [h_e; c_e] are zero (or
 learned), and the layer outputs h. The switch is the implicit GRU's, computed stably
-(:func:`inn.nn.implicit_layer.switch`). Everything but the cell is shared with the implicit
-GRU (:mod:`inn.nn.implicit_layer`): solvers, implicit backward, warm starts, statistics.
+(:func:`inn.nn.implicit_layer.switch`). :class:`LSTMCell` is this cell for
+:class:`inn.nn.ImplicitSequence`, with the hooks (:class:`inn.nn.implicit_layer.Cell`):
 
-- :class:`LSTMSystem`: the equations for one batch (no autograd graph), including the
-  tridiagonal step: with the gates fixed at the current hhat, c_t - f_t (s_t c_{t-1} +
-  (1 - s_t) c_{t+1}) = i_t g_t is a scalar tridiagonal system along the sentence per unit,
-  solved exactly (:mod:`inn.solvers.tridiagonal`), and h = o tanh(c) follows.
+- the input terms split off (``project``) and ``transition`` on them;
 - :class:`LSTMLinearization`: J V, J^T V and the 2k x 2k Jacobian blocks analytically (six
-  k x k products per position for a product, as for F itself).
-- :class:`ImplicitLSTM`: the ``nn.Module``.
+  k x k products per position for a product, as for F itself);
+- its own tridiagonal step: with the gates fixed at the current hhat, c_t - f_t (s_t c_{t-1} +
+  (1 - s_t) c_{t+1}) = i_t g_t is a scalar tridiagonal system along the sentence per unit,
+  solved exactly (:mod:`inn.solvers.tridiagonal`), and h = o tanh(c) follows; the same step
+  from H = 0 without matrix products;
+- the explicit LSTM step of the one-step guess, the bound |h| < 1, bfloat16 products, and the
+  output map [h; c] -> h.
+
+:class:`ImplicitLSTM` is the layer, with the parameter names of its checkpoints.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from inn.nn.implicit_layer import (
     CellLinearization,
-    ImplicitLayer,
+    ImplicitSequence,
     ImplicitSystem,
     affine,
     neighbours,
@@ -40,7 +46,7 @@ from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
 
-def cell(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+def transition(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
     """The transition at every position: ([h; c]_{t-1}, [h; c]_{t+1}, W x_t + b) -> [h_t; c_t].
 
     X (..., 6k) holds the input terms in the order p, n, i, f, o, g; ``weight_pn`` is U_p; U_n
@@ -64,6 +70,12 @@ def cell(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: 
     return torch.cat([o * tc, c], dim=-1), (s, a_p, a_n, hhat, chat, i, f, o, g, tc)
 
 
+def copy_coupling(s: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
+    """c's elementwise coupling to its neighbours, f s and f (1 - s) (k units, unmasked)."""
+    lower = f * s
+    return lower, f - lower
+
+
 class LSTMLinearization(CellLinearization):
     """The implicit LSTM's F and Jacobian products at one point H, analytically.
 
@@ -74,14 +86,14 @@ class LSTMLinearization(CellLinearization):
     the tests.
     """
 
-    def __init__(self, system: "LSTMSystem", H: Tensor, evaluated: tuple | None = None) -> None:
-        """``evaluated``: ``(prev, nxt, state, intermediates)`` of :func:`cell` at H when the
-        caller has them already (detached), which saves an evaluation."""
+    def __init__(self, system: ImplicitSystem, H: Tensor, evaluated: tuple | None = None) -> None:
+        """``evaluated``: ``(prev, nxt, state, intermediates)`` of :func:`transition` at H when
+        the caller has them already (detached), which saves an evaluation."""
         self.system = system
-        k = self.k = system.k
+        k = self.k = system.weights[0].shape[1]
         if evaluated is None:
             prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
-            out, intermediates = cell(system.X, prev, nxt, *system.weights)
+            out, intermediates = transition(system.X, prev, nxt, *system.weights)
         else:
             prev, nxt, out, intermediates = evaluated
         s, a_p, a_n, hhat, chat, i, f, o, g, tc = intermediates
@@ -99,9 +111,9 @@ class LSTMLinearization(CellLinearization):
         self.gg = i * (1 - g * g)  # dc/da_g
         self.a = o * (1 - tc * tc)  # dh/dc
         # (lower, upper) over the whole state: c's elementwise coupling to its neighbours
-        # (:meth:`LSTMSystem.copy_coupling`); h has none to its own neighbours
+        # (:func:`copy_coupling`); h has none to its own neighbours
         zero = torch.zeros_like(s)
-        self.copy = tuple(torch.cat([zero, part], dim=-1) for part in system.copy_coupling(s, f))
+        self.copy = tuple(torch.cat([zero, part], dim=-1) for part in system.mask_coupling(*copy_coupling(s, f)))
 
     def jvp(self, V: Tensor) -> Tensor:
         """J V = dF/dH . V, (B, n, 2k) -> (B, n, 2k)."""
@@ -170,81 +182,114 @@ class LSTMLinearization(CellLinearization):
 
         L = block(Wpn[:k], s, 1.0, self.sp)
         R = block(Wpn[k:], 1 - s, -1.0, self.sn)
-        real = sy.mask[:, t].to(L.dtype).view(-1, 1, 1)
-        has_prev = real * (1.0 if t > 0 else 0.0)
-        has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
-        return L * has_prev, R * has_next
+        return self.mask_blocks(t, L, R)
 
 
-class LSTMSystem(ImplicitSystem):
-    """The implicit LSTM equations for one batch, with no autograd graph (solver side).
+class LSTMCell(nn.Module):
+    """The implicit LSTM's cell, state [h; c] (2k) -> [h; c], with the hooks of
+    :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
 
-    ``X`` (B, n, 6k) are the precomputed input terms W x + b, ``weights`` the detached
-    recurrent matrices (U_pn (2k, k), U_ifog (4k, k)); the state is (B, n, 2k), [h; c].
+    Parameters: ``weight_x`` (6k, input_size) and ``bias`` (6k), the input terms for p, n, i,
+    f, o, g; ``weight_pn`` U_p; U_n (2k, k); ``weight_gates`` U_i; U_f; U_o; U_g (4k, k).
+    Inside :class:`ImplicitLSTM` the layer holds them (``holder``).
     """
 
-    cell = staticmethod(cell)
+    supports_low_precision = True
     Linearization = LSTMLinearization
-    state_factor = 2
+    transition = staticmethod(transition)
 
-    def state_bound(self) -> Tensor:
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = self.output_size = k = hidden_size
+        self.weight_x = nn.Parameter(torch.empty(6 * k, input_size))
+        self.bias = nn.Parameter(torch.empty(6 * k))
+        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
+        self.weight_gates = nn.Parameter(torch.empty(4 * k, k))  # U_i; U_f; U_o; U_g
+        self.reset_parameters()
+
+    @property
+    def params(self) -> nn.Module:
+        """Where the parameters live: this cell, or the layer holding them."""
+        return self.__dict__.get("holder", self)
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.LSTM does."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.params.weight_x, self.params.bias, *self.weights()):
+            nn.init.uniform_(p, -bound, bound)
+
+    def weights(self) -> tuple[Tensor, Tensor]:
+        """The recurrent matrices, in the order :func:`transition` takes them."""
+        return self.params.weight_pn, self.params.weight_gates
+
+    def project(self, x: Tensor) -> Tensor:
+        """W x_t + b for all six blocks at once: (B, n, input_size) -> (B, n, 6k)."""
+        return Fn.linear(x, self.params.weight_x, self.params.bias)
+
+    def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor:
+        return transition(self.project(x), h_prev, h_next, *self.weights())[0]
+
+    def output(self, H: Tensor) -> Tensor:
+        """h, the first half of the state [h; c]."""
+        return H[..., : self.hidden_size]
+
+    @staticmethod
+    def state_bound(h_start: Tensor, h_end: Tensor) -> Tensor:
         """h = o tanh(c) lies in (-1, 1) at a fixed point; c has no fixed bound."""
-        k = self.k
-        bound = torch.full_like(self.zero_boundary, float("inf"))
+        k = h_start.shape[-1] // 2
+        bound = torch.full_like(h_start, float("inf"))
         bound[..., :k] = 1.0
         return bound
 
-    def copy_coupling(self, s: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
-        """c's elementwise coupling to its neighbours, f s and f (1 - s) (k units), zero where
-        there is no neighbour."""
-        keep = f * self.maskf
-        lower = keep * s
-        return lower, (keep - lower) * self.next_realf
-
-    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    @staticmethod
+    def tridiagonal_step(system: ImplicitSystem, H: Tensor,
+                         with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """c solved exactly with the gates at H, then h = o tanh(c).
 
         With the gates and the switch fixed (they depend on h only), c_t = f (s c_{t-1} +
         (1 - s) c_{t+1}) + i g is linear in c and tridiagonal along the sentence, unit by unit:
-        c + (I - D)^{-1} (F_c(H) - c) solves it exactly (D: :meth:`copy_coupling`), and h is
+        c + (I - D)^{-1} (F_c(H) - c) solves it exactly (D: :func:`copy_coupling`), and h is
         then o tanh(c) at the new c. Same fixed points as F; one cell evaluation and a
         tridiagonal solve. ``with_residual``: also return H's relative residual
         ||F(H) - H|| / ||H|| per sequence, which the step computes anyway.
         """
-        k = self.k
-        prev, nxt = neighbours(H, self.next_real, self.h_start, self.h_end)
-        out, (s, _, _, _, _, _, f, o, _, _) = cell(self.X, prev, nxt, *self.weights)
-        G = out * self.maskf - H
-        c = H[..., k:] + Tridiagonal(*self.copy_coupling(s, f)).solve(G[..., k:])
-        step = torch.cat([o * torch.tanh(c) * self.maskf, c], dim=-1)
+        k = H.shape[-1] // 2
+        prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
+        out, (s, _, _, _, _, _, f, o, _, _) = system.evaluate(system.X, prev, nxt)
+        G = out * system.maskf - H
+        c = H[..., k:] + Tridiagonal(*system.mask_coupling(*copy_coupling(s, f))).solve(G[..., k:])
+        step = torch.cat([o * torch.tanh(c) * system.maskf, c], dim=-1)
         return (step, relative_residual(G, H)) if with_residual else step
 
-    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
-        """:meth:`tridiagonal_step` at H = 0 with its residual, without matrix products: with
+    @staticmethod
+    def step_from_zero(system: ImplicitSystem) -> tuple[Tensor, Tensor] | None:
+        """The tridiagonal step at H = 0 with its residual, without matrix products: with
         zero neighbours and boundaries hhat = chat = 0, so the gates come from the input terms
         alone and F(0) = [o tanh(i g); i g]. None when a boundary state is not zero."""
-        if bool(self.h_start.any()) or bool(self.h_end.any()):
+        if bool(system.h_start.any()) or bool(system.h_end.any()):
             return None
-        k = self.k
-        Xp, Xn, Xi, Xf, Xo, Xg = self.X.split(k, dim=-1)
+        Xp, Xn, Xi, Xf, Xo, Xg = system.X.chunk(6, dim=-1)
         s, f, o = switch(Xp, Xn), torch.sigmoid(Xf), torch.sigmoid(Xo)
-        ig = torch.sigmoid(Xi) * torch.tanh(Xg) * self.maskf
-        G = torch.cat([o * torch.tanh(ig) * self.maskf, ig], dim=-1)
-        c = Tridiagonal(*self.copy_coupling(s, f)).solve(ig)
-        return torch.cat([o * torch.tanh(c) * self.maskf, c], dim=-1), relative_residual(G, torch.zeros_like(G))
+        ig = torch.sigmoid(Xi) * torch.tanh(Xg) * system.maskf
+        G = torch.cat([o * torch.tanh(ig) * system.maskf, ig], dim=-1)
+        c = Tridiagonal(*system.mask_coupling(*copy_coupling(s, f))).solve(ig)
+        return torch.cat([o * torch.tanh(c) * system.maskf, c], dim=-1), relative_residual(G, torch.zeros_like(G))
 
-    def _explicit_step(self, Xt: Tensor, state: Tensor) -> Tensor:
+    @staticmethod
+    def explicit_step(Xt: Tensor, state: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> Tensor:
         """The ordinary LSTM step (hhat = h, chat = c) used by the one-step guess's sweeps."""
-        k = self.k
+        k = state.shape[-1] // 2
         h, c = state.split(k, dim=-1)
-        A = Xt[:, 2 * k :] + product(h, self.weights[1].T)
+        A = Xt[:, 2 * k :] + product(h, weight_gates.T)
         i, f, o = torch.sigmoid(A[:, : 3 * k]).split(k, dim=-1)
         c = f * c + i * torch.tanh(A[:, 3 * k :])
         return torch.cat([o * torch.tanh(c), c], dim=-1)
 
 
-class ImplicitLSTM(ImplicitLayer):
-    """Implicitly-defined bidirectional LSTM layer: the paper's implicit coupling on the LSTM cell.
+class ImplicitLSTM(ImplicitSequence):
+    """Implicitly-defined bidirectional LSTM layer: the paper's implicit coupling on the LSTM
+    cell, :class:`inn.nn.ImplicitSequence` on an :class:`LSTMCell`.
 
     Args:
         input_size: width of xi.
@@ -252,15 +297,13 @@ class ImplicitLSTM(ImplicitLayer):
         solver: a name in :data:`inn.solvers.SOLVERS`.
         trainable_boundary: learn the boundary states [h_s; c_s] and [h_e; c_e] (zero and
             fixed otherwise).
-        **options: solver and backward options, see :class:`inn.nn.implicit_layer.ImplicitLayer`.
+        **options: solver and backward options, see :class:`inn.nn.ImplicitSequence`.
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns h (B, n, hidden_size), zero at padded positions;
-    ``last_solution`` (and a warm ``start``) is the whole state (B, n, 2 hidden_size).
+    ``last_solution`` (and a warm ``start``) is the whole state (B, n, 2 hidden_size). The
+    cell's parameters are the layer's own, named as in checkpoints from before the cells.
     """
-
-    System = LSTMSystem
-    input_blocks = 6  # input terms for p, n, i, f, o, g
 
     def __init__(
         self,
@@ -270,16 +313,9 @@ class ImplicitLSTM(ImplicitLayer):
         trainable_boundary: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(input_size, hidden_size, solver, **options)
-        k = hidden_size
-        self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
-        self.weight_gates = nn.Parameter(torch.empty(4 * k, k))  # U_i; U_f; U_o; U_g
-        self._boundaries(trainable_boundary)
-        self.reset_parameters()
+        super().__init__(LSTMCell(input_size, hidden_size), 2 * hidden_size, solver, trainable_boundary, **options)
+        self.hidden_size = hidden_size
+        self._hold_cell_parameters()
 
-    def recurrent_weights(self) -> tuple[Tensor, Tensor]:
-        return self.weight_pn, self.weight_gates
-
-    def output(self, H: Tensor) -> Tensor:
-        """h, the first half of the state [h; c]."""
-        return H[..., : self.hidden_size]
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}"

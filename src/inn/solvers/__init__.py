@@ -118,13 +118,13 @@ def solve(
     Finds H with ||H - F(H)|| <= tol * ||H|| for every sequence of the batch.
 
     Args:
-        system: the equations (see :class:`FixedPointSystem`; :class:`inn.nn.ImplicitGRU`
+        system: the equations (see :class:`FixedPointSystem`; :class:`inn.nn.ImplicitSequence`
             builds one per batch).
         method: a name in :data:`SOLVERS`.
         tol: relative residual ||H - F(H)|| / ||H|| to reach, per sequence.
         max_iter: outer iteration limit (default per method, :data:`DEFAULT_MAX_ITER`).
         candidates: starting points, in order: ``"one_step"`` (the paper's guess from a
-            forward and a backward GRU sweep), ``"random"``, ``"zeros"``, ``"F0"`` (F(0));
+            forward and a backward sweep of the one-directional cell), ``"random"``, ``"zeros"``, ``"F0"`` (F(0));
             default per method, :data:`DEFAULT_CANDIDATES`.
         candidate_mode: ``"parallel"`` (the paper: all candidates at once, a sequence stops
             when one of its candidates converges, the earliest wins) or ``"fallback"`` (the
@@ -174,9 +174,9 @@ def solve(
         stacked = sub.repeat(len(kinds))
         H, newton, krylov, res, code = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol,
                                               max_iter=max_iter, **options)
-        if hasattr(stacked, "outside_bounds"):  # a small residual far outside the box is no solution
-            outside = stacked.outside_bounds(H) & (code == int(ResultCode.CONVERGED))
-            code = code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
+        # a small residual far outside the box is no solution
+        outside = stacked.outside_bounds(H) & (code == int(ResultCode.CONVERGED))
+        code = code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
         return _pick_winner(H, newton, krylov, res, code, groups=len(kinds))
 
     if candidate_mode == "parallel":
@@ -271,7 +271,21 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
-def _adjoint_step(vjp, g: Tensor, copy: Tridiagonal, scale: Tensor):
+class _NoCoupling:
+    """I - D^T for a cell with no elementwise coupling (D = 0): the identity."""
+
+    @staticmethod
+    def solve(b: Tensor) -> Tensor:
+        return b
+
+
+def copy_inverse(lin) -> Tridiagonal | _NoCoupling:
+    """I - D^T factorised, D the linearisation's elementwise copy coupling (``lin.copy``):
+    the adjoint's preconditioner; the identity where the cell has no coupling."""
+    return _NoCoupling() if lin.copy is None else Tridiagonal.transposed(*lin.copy)
+
+
+def _adjoint_step(vjp, g: Tensor, copy: Tridiagonal | _NoCoupling, scale: Tensor):
     """The tridiagonal adjoint step u -> u + (I - D^T)^{-1} r, r = g + J^T u - u, with ``copy``
     the factorised I - D^T; it reports ||r|| / ``scale``, u's true residual, as Anderson's test."""
     tiny = torch.finfo(g.dtype).tiny
@@ -289,7 +303,7 @@ def _adjoint_segment_map(inputs: tuple[Any, Tensor]):
     in the segment, so that a captured segment reads only the linearisation's tensors and g."""
     lin, g = inputs
     scale = batch_norm(g)
-    return _adjoint_step(lin.vjp, g, Tridiagonal.transposed(*lin.copy), scale), lambda u: scale
+    return _adjoint_step(lin.vjp, g, copy_inverse(lin), scale), lambda u: scale
 
 
 def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
@@ -298,7 +312,10 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     """Anderson on the adjoint u = g + J^T u; ``cuda_graph``: the (final-precision) tridiagonal
     solve in captured segments, as the forward's (:func:`inn.solvers.anderson.anderson`)."""
     _graphs.check_steps(cuda_graph_steps)
-    graphed = _graphs.use(cuda_graph, g.device, None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured")
+    obstacle = None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured"
+    if not lin.system.graphable:
+        obstacle = "the cell has no analytic linearisation to capture"
+    graphed = _graphs.use(cuda_graph, g.device, obstacle)
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
@@ -308,7 +325,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
-        copy = Tridiagonal.transposed(*lin.copy)
+        copy = copy_inverse(lin)
         u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
         if start is not None:  # per sequence, the warm start where it is the closer one
             closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
@@ -411,10 +428,11 @@ def _adjoint_jacobian_free(lin, g: Tensor):
 def _adjoint_preconditioned(lin, g: Tensor):
     """The preconditioner-only gradient (Fung et al. 2022 with the layer's own preconditioner):
     u = (I - D^T)^{-1} g with D the elementwise copy coupling of the neighbours (the
-    tridiagonal step's transpose, :meth:`GRUSystem.copy_coupling`), the part of dF/dH that
-    carries information along the sentence; the couplings through the weight matrices are
-    dropped. Exact when the recurrent matrices are zero; costs one tridiagonal solve."""
-    return Tridiagonal.transposed(*lin.copy).solve(g), _approximate_stats("preconditioned", g, 1, 0)
+    tridiagonal step's transpose, the cell's ``coupling``), the part of dF/dH that carries
+    information along the sentence; the couplings through the weight matrices are dropped.
+    Exact when the recurrent matrices are zero; costs one tridiagonal solve (for a cell with
+    no coupling it is the Jacobian-free gradient)."""
+    return copy_inverse(lin).solve(g), _approximate_stats("preconditioned", g, 1, 0)
 
 
 #: name -> approximate adjoint, and the options each takes (``backward_<option>`` on the layer)

@@ -2,8 +2,9 @@
 
 Every nonlinear solver in this package solves the same problem, ``G(H) = H - F(H) = 0`` for a
 batch of independent systems (one per sequence), and reports per system how it went. The
-system is anything that follows :class:`FixedPointSystem`; :class:`inn.nn.ImplicitGRU` builds
-one (:class:`inn.nn.implicit_gru.GRUSystem`) per forward pass.
+system is anything that follows :class:`FixedPointSystem`, the whole of what the solvers call;
+:class:`inn.nn.ImplicitSequence` builds one (:class:`inn.nn.implicit_layer.ImplicitSystem`)
+per forward pass, for any cell.
 """
 
 from __future__ import annotations
@@ -33,40 +34,78 @@ class ConvergenceWarning(RuntimeWarning):
 
 
 class Linearization(Protocol):
-    """dF/dH at one point ``H``: products with the Jacobian J and its transpose."""
+    """dF/dH at one point ``H``: what the Newton steps and the adjoint solvers call."""
 
-    F: Tensor  #: F(H) at the linearisation point, (B, n, k)
+    system: "FixedPointSystem"  #: the system it linearises (masks, and its bfloat16 version)
+    F: Tensor  #: F(H) at the linearisation point, (B, n, K)
+    #: the elementwise coupling (lower, upper) of each state to its neighbours, (B, n, K) each,
+    #: that the tridiagonal preconditioners invert; None where the cell has none
+    copy: tuple[Tensor, Tensor] | None
 
     def jvp(self, V: Tensor) -> Tensor:
-        """J V, (B, n, k) -> (B, n, k)."""
+        """J V, (B, n, K) -> (B, n, K)."""
 
     def vjp(self, V: Tensor) -> Tensor:
-        """J^T V, (B, n, k) -> (B, n, k)."""
+        """J^T V, (B, n, K) -> (B, n, K)."""
 
     def blocks(self, t: int) -> tuple[Tensor, Tensor]:
-        """(dF_t/dh_{t-1}, dF_t/dh_{t+1}) as (B, k, k) each; zero where there is no coupling."""
+        """(dF_t/dh_{t-1}, dF_t/dh_{t+1}) as (B, K, K) each; zero where there is no coupling."""
+
+    def adjoint_sweep(self, u: Tensor, g: Tensor) -> Tensor:
+        """One red-black Gauss-Seidel sweep on u = g + J^T u."""
+
+    def low_precision(self) -> "Linearization | None":
+        """The same with bfloat16 matrix products, or None."""
 
 
 class FixedPointSystem(Protocol):
-    """A batch of fixed-point problems H = F(H), H of shape (B, n, k), independent along B."""
+    """A batch of fixed-point problems H = F(H), H of shape (B, n, K), independent along B,
+    each position coupled to its two neighbours: every member a solver calls. Members that a
+    system cannot offer cheaply have a defined fallback (the docstrings say which), so no
+    solver needs to ask what a system has."""
 
-    shape: torch.Size
+    shape: torch.Size  #: (B, n, K)
+    mask: Tensor  #: (B, n) bool, True on real positions
+    maskf: Tensor  #: (B, n, 1), the mask as 0/1 in the states' dtype
+    X: Tensor  #: the input terms, fixed during a solve (its dtype and device are the states')
 
     def F(self, H: Tensor) -> Tensor:
-        """One evaluation of the implicit definition."""
+        """One evaluation of the implicit definition (zero at padding)."""
 
     def linearize(self, H: Tensor) -> Linearization:
         """F and its Jacobian products at ``H``."""
 
+    def sweep(self, H: Tensor) -> Tensor:
+        """One red-black nonlinear Gauss-Seidel sweep (same fixed points as F)."""
+
+    def tridiagonal_step(self, H: Tensor, with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """H + (I - D)^{-1} (F(H) - H) with D the elementwise coupling at H (F(H) with none),
+        and with ``with_residual`` H's relative residual per sequence."""
+
+    def step_from_zero(self) -> tuple[Tensor, Tensor] | None:
+        """The tridiagonal step at H = 0 and its residual when it is cheaper so, else None."""
+
     def initial_guess(self, kind: str, generator: torch.Generator | None = None) -> Tensor:
-        """A starting point: ``"zeros"``, ``"random"`` or ``"one_step"``."""
+        """A starting point: ``"zeros"``, ``"random"``, ``"one_step"`` or ``"F0"``."""
 
     def repeat(self, times: int) -> "FixedPointSystem":
         """The same systems stacked ``times`` times along B (for several starting candidates)."""
 
+    def select(self, index: Tensor) -> "FixedPointSystem":
+        """The systems of the sequences at ``index`` (retries)."""
+
     def outside_bounds(self, H: Tensor) -> Tensor:
-        """(B,) bool: where H lies outside a box that holds every fixed point (optional; a
-        system without one has no such check)."""
+        """(B,) bool: where H lies outside a box that holds every fixed point (all False for a
+        system that knows no box)."""
+
+    def low_precision(self) -> "FixedPointSystem | None":
+        """The same equations with bfloat16 matrix products, or None."""
+
+    @property
+    def graphable(self) -> bool:
+        """Whether its solves may be captured as CUDA graphs (:mod:`inn.solvers.cuda_graph`,
+        which also calls ``static_clone``, ``load_`` and ``tensors`` of
+        :class:`inn.nn.implicit_layer.BatchTensors` on graphable systems)."""
 
 
 def batch_norm(X: Tensor) -> Tensor:

@@ -181,8 +181,10 @@ class AndersonState:
         self.nonfinite = self.nonfinite | (active & ~finite)
         if it >= 2:  # (from x = 0 the first residual is meaningless: inf)
             self.diverged = self.diverged | (active & (res > self.too_large))
-        elif it == 1:  # divergence threshold: divergence_factor x the residual after the first step
-            self.too_large = (self.divergence_factor * res).clamp_min(self.tiny)
+        elif it == 1:  # divergence threshold: divergence_factor x the residual after the first step,
+            # never below tol (a first step that lands on the solution, e.g. a sequence with no
+            # neighbours, must not make the next step's round-off a divergence)
+            self.too_large = (self.divergence_factor * res).clamp_min(max(self.tol, self.tiny))
         return fx, g, reported
 
     def settle(self, true_residual: Callable[[Tensor], Tensor] | None = None, reported: Tensor | None = None) -> None:
@@ -396,7 +398,7 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
     :func:`low_precision_pays`): first iterate on the system with bfloat16 matrix products
-    (:meth:`inn.nn.implicit_gru.GRUSystem.low_precision`) down to ``low_precision_tol``, then
+    (:meth:`inn.nn.implicit_layer.ImplicitSystem.low_precision`) down to ``low_precision_tol``, then
     on the float32 system from there down to ``tol``. The answer and its test are float32's;
     only the iterations that get close are cheaper.
 
@@ -410,6 +412,8 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
                   divergence_factor=divergence_factor)
     graphs.check_steps(cuda_graph_steps)
     obstacle = "the red_black sweep checks its true residual on the host" if sweep == "red_black" else None
+    if not system.graphable:
+        obstacle = "the cell has no split-off projection and analytic linearisation to capture"
     graph_steps = cuda_graph_steps if graphs.use(cuda_graph, H.device, obstacle) else 0
     low = low_precision_version(system, H, low_precision, tol, low_precision_tol)
     its_low = 0
@@ -450,8 +454,9 @@ def _native_bfloat16() -> bool:
 def low_precision_version(target, like: Tensor, setting: bool | str, tol: float, low_tol: float):
     """``target.low_precision()``, the system or linearisation with bfloat16 products, when a
     first pass to ``low_tol`` is wanted (``setting`` for iterates like ``like``), is short of
-    ``tol``, and ``target`` has such a version; else None. The forward and the adjoint share it."""
-    if tol >= low_tol or not hasattr(target, "low_precision") or not low_precision_pays(like.device, like.dtype, setting):
+    ``tol``, and ``target`` has such a version (its cell's products take bfloat16 weights);
+    else None. The forward and the adjoint share it."""
+    if tol >= low_tol or not low_precision_pays(like.device, like.dtype, setting):
         return None
     return target.low_precision()
 
@@ -460,8 +465,8 @@ def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_
     """Anderson on ``system`` with the map of ``sweep``; ``graph_steps``: in captured segments
     of that many steps (:func:`anderson_chunked`), 0 for the eager loop."""
     fmap = _map(system, sweep)
-    # the tridiagonal step from H = 0 needs no matrix products (GRUSystem.step_from_zero)
-    from_zero = sweep == "tridiagonal" and hasattr(system, "step_from_zero") and not bool(H.any())
+    # the tridiagonal step from H = 0 needs no matrix products (the cell's step_from_zero, if any)
+    from_zero = sweep == "tridiagonal" and not bool(H.any())
     first = system.step_from_zero() if from_zero else None
     if graph_steps:
         return anderson_chunked(lambda sy: (_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,

@@ -1,7 +1,7 @@
 """Exact Newton steps through the block-tridiagonal structure of I - dF/dH.
 
 Each h_t couples only to h_{t-1} and h_{t+1}, so the Newton system is block tridiagonal
-with k x k blocks; the blocks are formed analytically (:meth:`GRULinearization.blocks`)
+with k x k blocks; the blocks are formed by the cell's linearisation (``blocks``)
 and eliminated by a Thomas sweep (:mod:`inn.solvers.block_tridiagonal`). Few Newton steps,
 each O(n k^3): dense work that suits a GPU; on a CPU Krylov is usually faster (measure with
 ``inn benchmark``).
