@@ -203,6 +203,16 @@ class FeatureExtractor:
         write_json(path, self.to_dict())
 
     @classmethod
+    def from_dict(cls, data: dict) -> FeatureExtractor:
+        """The extractor :meth:`to_dict` describes (a tagger file holds it the same way)."""
+        extractor = cls(**data["sizes"])
+        extractor.words = Vocabulary(list(data["words"]))
+        extractor.affixes = {kind: Vocabulary(list(items)) for kind, items in data["affixes"].items()}
+        extractor.tags = Vocabulary(list(data["tags"]))
+        extractor.word_counts = Counter(data["word_counts"])
+        return extractor
+
+    @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureExtractor:
         """Read vocabularies written by :meth:`save`."""
         import json
@@ -210,10 +220,4 @@ class FeatureExtractor:
         path = Path(path)
         if not path.is_file():
             raise InnError(f"feature vocabularies not found: {path} (run the data stage first)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-        extractor = cls(**data["sizes"])
-        extractor.words = Vocabulary(data["words"])
-        extractor.affixes = {kind: Vocabulary(items) for kind, items in data["affixes"].items()}
-        extractor.tags = Vocabulary(data["tags"])
-        extractor.word_counts = Counter(data["word_counts"])
-        return extractor
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
