@@ -19,6 +19,7 @@ from inn.data.corpora import read_conllu, write_tagged
 from inn.data.fingerprint import RECORD_NAME, data_fingerprint, read_record
 from inn.errors import InnError
 from inn.experiment.cli import main
+from inn.experiment.evaluate import evaluate_checkpoint
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
 
@@ -130,3 +131,19 @@ def test_a_folder_prepared_before_fingerprints_gets_one_from_its_contents(tmp_pa
     train("pos", data, "gru", tmp_path / "run", TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu")
     trained = read_checkpoint(tmp_path / "run" / "checkpoint.pt")["data"]
     assert (trained["fingerprint"], trained["corpus"], trained["column"]) == (recorded, "a", "xpos")
+
+
+def test_evaluate_reads_a_checkpoint_from_before_fingerprints_and_says_it_could_not_check(tmp_path, corpora,
+                                                                                         caplog):
+    data = _prepare(corpora, "a", tmp_path / "a")
+    run = tmp_path / "run"
+    train("pos", data, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu")
+    new, _ = evaluate_checkpoint(run / "checkpoint.pt", data, device="cpu")
+    saved = read_checkpoint(run / "checkpoint.pt")  # as inn wrote it before (format 1: no data section)
+    torch.save({k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, tmp_path / "old.pt")
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.evaluate"):
+        old, _ = evaluate_checkpoint(tmp_path / "old.pt", data, device="cpu")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"{tmp_path / 'old.pt'} was written before data fingerprints (format 1): cannot check that it was trained "
+        f"on {data}"]
+    assert old["accuracy"] == new["accuracy"] and old["dataset"] == "a"
