@@ -41,7 +41,7 @@ CHECKPOINT_FORMAT = 2
 #: the layouts it reads (1: before the ``data`` section)
 READABLE_FORMATS = (1, 2)
 #: the trainer's resume state, which a tagger file leaves out
-RESUME_KEYS = ("settings", "optimizer", "train_state", "warm_starts", "warm_adjoints")
+TRAINER_STATE_KEYS = ("settings", "optimizer", "train_state", "warm_starts", "warm_adjoints")
 #: the CoNLL-U column a POS model predicts when its data does not say (tsv, PTB, NLTK corpora)
 DEFAULT_COLUMN = "xpos"
 COLUMNS = ("xpos", "upos")
@@ -193,7 +193,7 @@ def self_contained(payload: dict[str, Any], path: str | os.PathLike,
                        "--data results/data/pos/<corpus> --out tagger.pt`")
     if column is not None:
         data["column"] = column
-    kept = {k: v for k, v in payload.items() if k not in RESUME_KEYS}
+    kept = {k: v for k, v in payload.items() if k not in TRAINER_STATE_KEYS}
     return {**kept, "format": CHECKPOINT_FORMAT, "inn_version": kept.get("inn_version", _version()), "data": data}
 
 
