@@ -276,6 +276,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     offset = FRENCH_LIKE.encode("latin-1").index("à".encode("latin-1"))
     assert status == 2 and not out.exists()
     assert err.startswith(f"error: {latin}: not UTF-8 text (byte offset {offset}: ") and err.count("\n") == 1
+    hashtags = tmp_path / "tweets.txt"  # plain text whose first line starts like a comment
+    hashtags.write_text("#winning at tagging\nThe cat sleeps\n", encoding="utf-8")
+    assert _tag([model, hashtags], capsys)[2] == (
+        f"error: {hashtags}:2: malformed CoNLL-U line: expected 10 tab-separated fields, found 1 (read as CoNLL-U "
+        "because its first line looks like CoNLL-U; for plain text give --input horizontal or vertical)\n")
+    assert _tag([model, hashtags, "--input", "horizontal", "--output", "horizontal"], capsys)[1].count("\n") == 2
     # no gold tags for --accuracy: the line of the first word without one
     status, _, err = _tag([model, good, "--accuracy"], capsys)
     assert (status, err) == (2, f"error: {good}:4: no gold XPOS tag to score against (--accuracy needs the gold "

@@ -137,13 +137,20 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
     """Sentences of ``data`` in ``form`` (``auto``: CoNLL-U when it looks like it
     (:func:`looks_like_conllu`), else horizontal); returns them and the form read."""
     text = decode(data, source)
-    if form == "auto":
+    detected = form == "auto"
+    if detected:
         form = "conllu" if looks_like_conllu(text) else "horizontal"
     if form not in INPUT_FORMATS:
         raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
-    if form == "conllu":
+    if form != "conllu":
+        return read_plain_text(text, form), form
+    try:
         return read_conllu_text(text, source), form
-    return read_plain_text(text, form), form
+    except InnError as exc:
+        if not detected or any(line.count("\t") == len(CONLLU_FIELDS) - 1 for line in text.split("\n")):
+            raise  # CoNLL-U with a bad line; the hint is for text that has no token line at all
+        raise InnError(f"{exc} (read as CoNLL-U because its first line looks like CoNLL-U; for plain text give "
+                       "--input horizontal or vertical)") from None
 
 
 def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]], form: str,
