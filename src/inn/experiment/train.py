@@ -18,7 +18,9 @@ Outputs in ``out_dir``:
   would (CPU, same seed and threads: every epoch reseeds its own random streams). Both are
   removed when training finishes. A ``last.pt`` that cannot be resumed from (truncated,
   empty, a ``checkpoint.pt`` copied over it) is set aside as ``last.pt.damaged-<time>``, with
-  a warning, and training starts afresh.
+  a warning, and training starts afresh. Every checkpoint stores the fingerprint of the data
+  it was trained on (:mod:`inn.data.fingerprint`); a ``last.pt`` of other data (the corpus
+  prepared again from other files) stops the run.
 
 One run at a time per folder: a run holds ``.lock`` in it (:func:`inn.io.locked_folder`),
 checks the folder writable before it reads any data, and removes the temporary files a killed
