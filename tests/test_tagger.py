@@ -312,3 +312,29 @@ def test_a_file_that_is_not_a_tagger_is_one_line(tmp_path, models, capsys):
     for path, message in cases.items():
         status, stdout, err = _tag([path, text], capsys)
         assert (status, stdout, err) == (2, "", message)
+
+
+def test_out_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(tmp_path, models, capsys):
+    """``--out /dev/null`` (the benchmark) or a named pipe is written as it is: an atomic write
+    would replace the device or pipe with a regular file."""
+    import os
+    import stat
+    import threading
+
+    from inn.errors import InnError
+    from inn.io import atomic_open
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text(encoding="utf-8")))
+    reader.start()
+    (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
+    status, _, _ = _tag([models / "bilstm" / "checkpoint.pt", tmp_path / "in.txt", "--output", "horizontal",
+                         "--out", pipe], capsys)
+    reader.join(timeout=30)
+    assert status == 0 and received[0].startswith("The_") and stat.S_ISFIFO(os.stat(pipe).st_mode)
+    with pytest.raises(InnError, match=f"cannot write {pipe} atomically: it is not a regular file"):
+        with atomic_open(pipe) as handle:
+            handle.write("x")
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)

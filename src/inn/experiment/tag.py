@@ -91,7 +91,10 @@ def tag_main(argv: list[str]) -> None:
             log.warning("no tokens to score: the input is empty")
     text = write_text(sentences, predicted, output, column)
     seconds = time.perf_counter() - start
-    if args.out:
+    if args.out and Path(args.out).exists() and not Path(args.out).is_file():
+        with open(args.out, "w", encoding="utf-8", newline="\n") as handle:  # /dev/null, a pipe: as is
+            handle.write(text)
+    elif args.out:
         from inn.io import atomic_open
 
         with atomic_open(args.out, encoding="utf-8", newline="\n") as handle:
