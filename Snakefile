@@ -18,4 +18,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         rules.render_report.output,
+        all_taggers(),
     default_target: True

@@ -54,5 +54,6 @@ def test_walk_sets_use_distinct_reproducible_seeds(tmp_path):
     seeds = {split_seed(1, b, s) for b in (0.5, 1.0) for s in ("train", "dev", "test")}
     assert len(seeds) == 6 and split_seed(1, 0.5, "dev") == split_seed(1, 0.5, "dev")
     prepare_walks(0.5, 2, {"train": 30, "dev": 10, "test": 10}, seed=1, out=tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.pt", "lengths.tsv", "summary.tsv", "test.pt", "train.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.pt", "lengths.tsv", "prepared.json", "summary.tsv", "test.pt",
+                                                           "train.pt"]
     assert not list(tmp_path.glob(".*.tmp"))

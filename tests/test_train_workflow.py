@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from inn.data.corpora import EWT_FILES
 from test_workflow import REPO, snakemake
@@ -98,6 +99,20 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
     assert "Reduced scale" in html and "Implicit-layer benchmark" in html
     parsed = pd.read_html(io.StringIO(html), attrs={"id": "table2"})[0]
     assert pd.to_numeric(parsed["accuracy"].iloc[:3]).tolist() == pytest.approx(ours.accuracy.round(2).tolist())
+    # every POS model is also a tagger file: it fills the corpus's column (UPOS) as evaluate tags it
+    from inn.experiment.cli import main
+
+    test_file = config["corpora"]["my_tb"]["test"]
+    for model in ("inn", "perceptron"):
+        tagger = tmp_path / f"results/taggers/pos/my_tb/{model}/seed1/tagger.pt"
+        metrics = json.loads((tmp_path / f"results/eval/pos/my_tb/{model}/seed1/metrics.json").read_text())
+        assert torch.load(tagger, weights_only=True)["meta"]["test"]["accuracy"] == metrics["accuracy"]
+        out, scores = tmp_path / f"{model}.conllu", tmp_path / f"{model}.json"
+        assert main(["tag", str(tagger), test_file, "--accuracy", "--metrics", str(scores), "--out", str(out)]) == 0
+        assert json.loads(scores.read_text())["accuracy"] == metrics["accuracy"]
+        words = [f for line in out.read_text().splitlines() if len(f := line.split("\t")) == 10 and f[0].isdigit()]
+        predicted = pd.read_csv(tmp_path / f"results/eval/pos/my_tb/{model}/seed1/predictions.tsv", sep="\t")
+        assert [f[3] for f in words] == predicted.predicted.tolist() and {f[4] for f in words} == {"_"}
     assert parsed["corpus"].iloc[:3].tolist() == ["my_tb"] * 3
 
 

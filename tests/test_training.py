@@ -197,14 +197,13 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
 def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, walk_dir):
     train("walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu",
           stop_after=1)
+    # a weight gone bad after epoch 1 (the data must stay: last.pt resumes only on its own data)
+    saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    saved["state_dict"]["output.weight"][0, 0] = float("nan")
+    torch.save(saved, tmp_path / "run" / "last.pt")
     last = (tmp_path / "run" / "last.pt").read_bytes()
-    bad = tmp_path / "bad"
-    walks = generate_walks(60, b=1.0, dim=3, seed=1, max_len=12)
-    walks[7][0][0, 0] = float("nan")
-    save_walks(bad / "train.pt", walks)
-    (bad / "dev.pt").write_bytes((walk_dir / "dev.pt").read_bytes())
     with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch \d+ of 3; stopped, the last good checkpoint"):
-        train("walks", bad, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu")
+        train("walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu")
     assert (tmp_path / "run" / "last.pt").read_bytes() == last
 
 
@@ -257,7 +256,8 @@ def test_evaluation_refuses_other_vocabularies(tmp_path, pos_dir, ewt_dir):
     train("pos", pos_dir, "gru", tmp_path / "run", _cfg(max_epochs=1), {"hidden_size": 8}, device="cpu")
     other = tmp_path / "other"
     prepare_pos("conllu", ewt_files(ewt_dir), other, "ewt", **{**TINY_FEATURES, "max_words": 100})
-    with pytest.raises(InnError, match="trained with other feature vocabularies than the prepared data"):
+    with pytest.raises(InnError, match=r"run/checkpoint.pt was trained on other data \(ewt, fingerprint \w+\) than "
+                                       r".*/other \(fingerprint \w+\): evaluate it on the folder it was trained on"):
         evaluate_checkpoint(tmp_path / "run" / "checkpoint.pt", other, "test", device="cpu")
 
 

@@ -1,13 +1,33 @@
-"""Checkpoints: the one module that writes and reads trained taggers of either kind, a neural
-model (:mod:`inn.models`) or the averaged perceptron (:mod:`inn.perceptron`).
+"""Checkpoints and tagger files: the one module that writes and reads trained models of either
+kind, a neural model (:mod:`inn.models`) or the averaged perceptron (:mod:`inn.perceptron`).
 
 It lives here, where both kinds are known, so that neither module needs the other.
+
+A file is a dict of plain values and tensors, read with ``torch.load(weights_only=True)``: a
+shared model file cannot run code. Format 2 (this version) holds:
+
+- ``format``, ``inn_version``: the layout and the library version that wrote it;
+- the model: ``model_config`` and ``state_dict`` (neural) or ``perceptron`` (its weights);
+- ``meta``: task, corpus (``dataset``), model name, seed, scale, training settings, the epoch
+  the weights come from and the dev score (``dev``); a tagger file adds the test score
+  (``test``, :func:`with_test_scores`);
+- ``data``: what the model was trained on (:func:`describe_data`): the data folder's
+  ``fingerprint`` (:mod:`inn.data.fingerprint`), and for POS the feature ``vocabularies``
+  (the tag set among them), the CoNLL-U ``column`` it predicts and the ``corpus`` name. With
+  these a POS checkpoint tags text alone (:class:`inn.tagger.Tagger`);
+- in a trainer's ``last.pt`` also its resume state (``settings``, ``optimizer``,
+  ``train_state``, warm starts).
+
+Format 1 (inn before data fingerprints) had no ``data`` section: such files still load for
+evaluation and resume, and :func:`self_contained` converts one with its prepared folder.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,43 +36,113 @@ from inn.errors import InnError
 from inn.models import ModelConfig, SequenceLabeler, build_model
 from inn.perceptron import PerceptronPeer
 
-#: the layout of a neural checkpoint (``format``, ``model_config``, ``state_dict``, ``meta``)
-CHECKPOINT_FORMAT = 1
+#: the layout of the files this version writes
+CHECKPOINT_FORMAT = 2
+#: the layouts it reads (1: before the ``data`` section)
+READABLE_FORMATS = (1, 2)
+#: the trainer's resume state, which a tagger file leaves out
+TRAINER_STATE_KEYS = ("settings", "optimizer", "train_state", "warm_starts", "warm_adjoints")
+#: the CoNLL-U column a POS model predicts when its data does not say (tsv, PTB, NLTK corpora)
+DEFAULT_COLUMN = "xpos"
+COLUMNS = ("xpos", "upos")
 
 
-def neural_payload(model: SequenceLabeler, meta: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """What a neural checkpoint holds: format, model config, weights, ``meta`` and ``extra``
-    (the trainer's resume state adds its optimiser, epoch and settings)."""
+def _version() -> str:
+    import inn
+
+    return inn.__version__
+
+
+def describe_data(folder: str | os.PathLike, task: str, column: str | None = None) -> dict[str, Any]:
+    """The ``data`` section of a checkpoint trained on the prepared ``folder``.
+
+    Args:
+        task: ``pos`` (the section adds the feature vocabularies, the tag column and the
+            corpus name) or ``walks`` (the fingerprint alone).
+        column: the CoNLL-U column the tags came from; default: what the data stage recorded
+            in ``prepared.json``, else :data:`DEFAULT_COLUMN`.
+    """
+    from inn.data.fingerprint import data_fingerprint, read_record
+
+    folder = Path(folder)
+    section: dict[str, Any] = {"fingerprint": data_fingerprint(folder)}
+    if task == "pos":
+        import json
+
+        record = read_record(folder)
+        column = column or record.get("column") or DEFAULT_COLUMN
+        if column not in COLUMNS:
+            raise InnError(f"unknown tag column {column!r}: use {' or '.join(COLUMNS)}")
+        features = json.loads((folder / "features.json").read_text(encoding="utf-8"))
+        section.update(corpus=record.get("corpus", folder.name), column=column, vocabularies=features)
+    return section
+
+
+def neural_payload(model: SequenceLabeler, meta: dict[str, Any], data: dict[str, Any] | None = None,
+                   **extra: Any) -> dict[str, Any]:
+    """What a neural checkpoint holds: format, version, model config, weights, ``meta``, the
+    ``data`` section (:func:`describe_data`) and ``extra`` (the trainer's resume state)."""
     weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-    return {"format": CHECKPOINT_FORMAT, "model_config": asdict(model.config), "state_dict": weights,
-            "meta": meta, **extra}
+    return {"format": CHECKPOINT_FORMAT, "inn_version": _version(), "model_config": asdict(model.config),
+            "state_dict": weights, "meta": meta, "data": data or {}, **extra}
 
 
-def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Any:
-    """The stored object of a checkpoint file (either kind; :func:`load_checkpoint` tells them apart).
+def perceptron_payload(peer: PerceptronPeer, meta: dict[str, Any], data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a perceptron checkpoint holds: format, version, its weights, ``meta`` and ``data``."""
+    return {"format": CHECKPOINT_FORMAT, "inn_version": _version(), "perceptron": peer.state(), "meta": meta,
+            "data": data or {}}
+
+
+def save_perceptron(peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any],
+                    data: dict[str, Any] | None = None) -> None:
+    """Write a perceptron checkpoint (atomically)."""
+    from inn.io import torch_save
+
+    torch_save(perceptron_payload(peer, meta, data), path)
+
+
+def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """The stored dict of a checkpoint or tagger file of either kind, its layout checked.
+
+    Loaded with ``weights_only=True``: a file that would need to run code to load is refused.
 
     Raises:
-        InnError: the file is missing or cannot be read (truncated, not a torch file).
+        InnError: the file is missing, unreadable (truncated, not a torch file), not an inn
+            model file, or written by a newer inn in a layout this one cannot read.
     """
     if not os.path.isfile(path):
         raise InnError(f"checkpoint not found: {path} (train the model first)")
     try:
-        return torch.load(path, map_location=device, weights_only=False)
+        payload = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError:
+        raise InnError(f"{path} is not an inn model file: it holds Python objects that only code could "
+                       "rebuild, and a model file is never allowed to run code") from None
     except Exception as exc:  # a truncated or foreign file
-        raise InnError(f"cannot read checkpoint {path} (truncated, or not a torch file: {exc}); "
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InnError(f"cannot read checkpoint {path} (truncated, or not a torch file: {first}); "
                        "delete it and train the model again") from None
+    if not isinstance(payload, dict) or not ("model_config" in payload or "perceptron" in payload):
+        raise InnError(f"{path} is not an inn model file (no model in it): give a checkpoint.pt or a tagger file")
+    version = payload.get("format")
+    if version not in READABLE_FORMATS:
+        raise InnError(f"{path} was written by inn {payload.get('inn_version', '?')} in model file format "
+                       f"{version}, which inn {_version()} cannot read (formats {', '.join(map(str, READABLE_FORMATS))}): "
+                       "use the inn version that wrote it, or upgrade inn")
+    return payload
 
 
-def model_from_payload(payload: Any, path: str | os.PathLike,
-                       device: str | torch.device = "cpu") -> tuple[SequenceLabeler, dict]:
-    """Build the model a neural checkpoint's ``payload`` describes: ``(model in eval mode, meta)``.
+def model_from_payload(payload: dict[str, Any], path: str | os.PathLike,
+                       device: str | torch.device = "cpu") -> tuple[Any, dict]:
+    """The model a payload (:func:`read_checkpoint`) describes, ready to evaluate: ``(model, meta)``.
+
+    A perceptron gives a :class:`~inn.perceptron.PerceptronPeer`, a neural payload a
+    :class:`~inn.models.SequenceLabeler` in eval mode on ``device``.
 
     Raises:
-        InnError: ``payload`` is not a neural ``inn`` checkpoint, or its weights do not fit its
-            configuration.
+        InnError: the weights do not fit the configuration the payload names.
     """
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT or "model_config" not in payload:
-        raise InnError(f"{path} is not an inn model checkpoint (format {CHECKPOINT_FORMAT})")
+    if "perceptron" in payload:
+        return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
     cfg = ModelConfig(**payload["model_config"])
     model = build_model(cfg)
     try:
@@ -66,21 +156,71 @@ def model_from_payload(payload: Any, path: str | os.PathLike,
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict]:
     """Load a trained model of either kind: ``(model ready to evaluate, meta)``.
 
-    A perceptron checkpoint gives a :class:`~inn.perceptron.PerceptronPeer`, a neural one a
-    :class:`~inn.models.SequenceLabeler` in eval mode. ``meta`` holds the task, dataset, model
-    name, seed, training settings and the epoch the weights come from.
+    ``meta`` holds the task, dataset, model name, seed, training settings and the epoch the
+    weights come from.
 
     Raises:
-        InnError: the file is missing, unreadable, or not a checkpoint of either kind.
+        InnError: the file is missing, unreadable, or not a model file this inn reads.
     """
-    payload = read_checkpoint(path, device)
-    if isinstance(payload, dict) and "perceptron" in payload:
-        return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
-    return model_from_payload(payload, path, device)
+    return model_from_payload(read_checkpoint(path, device), path, device)
 
 
-def save_perceptron(peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any]) -> None:
-    """Write a perceptron checkpoint (atomically)."""
+def self_contained(payload: dict[str, Any], path: str | os.PathLike,
+                   data_dir: str | os.PathLike | None = None, column: str | None = None) -> dict[str, Any]:
+    """A POS payload as a tagger file: the resume state left out, the ``data`` section filled.
+
+    A format-2 checkpoint already holds its vocabularies; ``data_dir`` is then optional and,
+    when given, must be the data it was trained on. A format-1 checkpoint needs ``data_dir``,
+    its prepared folder (``results/data/pos/<corpus>``), whose vocabularies must fit the model.
+
+    Raises:
+        InnError: not a POS model; no vocabularies and no ``data_dir``; ``data_dir`` is other data.
+    """
+    meta = payload.get("meta", {})
+    if meta.get("task", payload.get("model_config", {}).get("task", "pos")) != "pos":
+        raise InnError(f"{path} is a {meta.get('task')} model, not a tagger: only POS models tag text")
+    data = dict(payload.get("data") or {})
+    if data_dir is not None:
+        described = describe_data(data_dir, "pos", column or data.get("column"))
+        if data.get("fingerprint") not in (None, described["fingerprint"]):
+            raise InnError(f"{path} was trained on other data than {data_dir} (fingerprint {data['fingerprint']}, "
+                           f"the folder's {described['fingerprint']}): give the folder it was trained on")
+        _check_vocabularies(payload, described["vocabularies"], path, data_dir)
+        data = {**described, **{k: v for k, v in data.items() if k == "corpus"}}
+    elif "vocabularies" not in data:
+        raise InnError(f"{path} holds no feature vocabularies (written by inn before tagger files, format "
+                       f"{payload.get('format')}): convert it with `inn export-tagger --checkpoint {path} "
+                       "--data results/data/pos/<corpus> --out tagger.pt`")
+    if column is not None:
+        data["column"] = column
+    kept = {k: v for k, v in payload.items() if k not in TRAINER_STATE_KEYS}
+    return {**kept, "format": CHECKPOINT_FORMAT, "inn_version": kept.get("inn_version", _version()), "data": data}
+
+
+def _check_vocabularies(payload: dict[str, Any], vocabularies: dict, path, data_dir) -> None:
+    """Refuse vocabularies of other sizes or another tag set than a neural model's."""
+    tags = list(vocabularies["tags"])
+    if "model_config" in payload:
+        cfg = payload["model_config"]
+        sizes = (len(vocabularies["words"]), [len(v) for v in vocabularies["affixes"].values()], len(tags))
+        if (cfg["word_vocab"], list(cfg["affix_vocab"]), cfg["num_classes"]) != tuple(sizes):
+            raise InnError(f"{path} was trained with other feature vocabularies than {data_dir} (words/affixes/tags "
+                           f"{cfg['word_vocab']}/{list(cfg['affix_vocab'])}/{cfg['num_classes']}, data "
+                           f"{sizes[0]}/{sizes[1]}/{sizes[2]}): give the folder it was trained on")
+    trained = payload.get("meta", {}).get("tags")
+    if trained is not None and list(trained) != tags:
+        raise InnError(f"{path} was trained with another tag set than {data_dir}: give the folder it was trained on")
+
+
+def with_test_scores(payload: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with the test scores of ``metrics`` (``inn evaluate``'s metrics.json) in its meta."""
+    keys = ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences", "split")
+    meta = {**payload.get("meta", {}), "test": {k: metrics.get(k) for k in keys}}
+    return {**payload, "meta": meta}
+
+
+def save_payload(payload: dict[str, Any], path: str | os.PathLike) -> None:
+    """Write a payload (a tagger file) atomically."""
     from inn.io import torch_save
 
-    torch_save({"format": PerceptronPeer.FORMAT, "perceptron": peer.state(), "meta": meta}, path)
+    torch_save(payload, path)

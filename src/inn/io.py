@@ -52,11 +52,15 @@ def _temp_affixes(name: str) -> tuple[str, str]:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
-    The temporary file lives in the same directory, so the final ``os.replace`` is atomic.
+    The temporary file lives in the same directory, so the final ``os.replace`` is atomic. A
+    ``path`` that exists and is not a regular file (a device such as ``/dev/null``, a pipe) is
+    refused: replacing it would destroy it.
     On any exception the temporary file is removed and ``path`` is left untouched; a failed
     write (no space, no permission) becomes an :class:`InnError` naming the file and the cause.
     """
     path = Path(path)
+    if path.exists() and not path.is_file():  # a device or pipe (/dev/null) must never be replaced by a file
+        raise InnError(f"cannot write {path} atomically: it is not a regular file; give a file path")
     prefix, suffix = _temp_affixes(path.name)
     tmp_path = None
     try:

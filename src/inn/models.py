@@ -18,7 +18,9 @@ with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from inn.errors import InnError
+
+log = logging.getLogger(__name__)
 
 TASKS = ("pos", "walks")
 #: the hidden-size rule's word for the input feature size (the paper's k = 448 for POS)
@@ -296,3 +300,54 @@ class SequenceLabeler(nn.Module):
 
 def build_model(cfg: ModelConfig) -> SequenceLabeler:
     return SequenceLabeler(cfg)
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+@torch.no_grad()
+def predict(model: SequenceLabeler, examples: list[dict[str, Tensor]], batch_size: int = 20,
+            device: str | torch.device = "cpu", progress: bool = False
+            ) -> tuple[list[Tensor], list[Tensor | None], int]:
+    """Run ``model`` over encoded ``examples`` (:mod:`inn.batches`) in batches of similar length.
+
+    The batches are those of evaluation (sorted by length, ``batch_size`` at a time), so the
+    same sentences give the same batches, and the same tags, wherever they are predicted
+    (``inn evaluate``, ``inn tag``, :class:`inn.tagger.Tagger`). No autograd graph is built.
+
+    Returns:
+        Per example, in input order: the predicted labels (tag indices, or 0/1 per walk step),
+        for walks the probability of label 1 (else None); and the number of sequences whose
+        implicit solve missed its tolerance (counted, never silent).
+    """
+    from tqdm import tqdm
+
+    from inn import batches as B
+    from inn.solvers import ConvergenceWarning
+
+    model.eval()
+    labels: list[Tensor | None] = [None] * len(examples)
+    probs: list[Tensor | None] = [None] * len(examples)
+    failed = 0
+    order = B.make_batches([B.length(e) for e in examples], batch_size)
+    bar = tqdm(order, desc="tagging", unit="batch", disable=not progress, mininterval=1.0, leave=False)
+    for index in bar:
+        batch = B.to_device(B.collate([examples[i] for i in index]), torch.device(device))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # counted, and reported by the caller
+            logits = model(batch).cpu()
+        stats = getattr(model.rnn, "last_stats", None)
+        failed += stats.num_failed if stats is not None else 0
+        lengths = batch["mask"].sum(1).tolist()
+        if model.config.task == "pos":
+            best = logits.argmax(-1)  # (B, n)
+            for row, i in enumerate(index):
+                labels[i] = best[row, : lengths[row]]
+        else:
+            for row, i in enumerate(index):
+                probs[i] = torch.sigmoid(logits[row, : lengths[row]])
+                labels[i] = (logits[row, : lengths[row]] > 0).long()
+    bar.close()
+    if failed:
+        log.warning("%d sequence solve(s) did not converge", failed)
+    return labels, probs, failed

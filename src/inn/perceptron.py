@@ -19,8 +19,6 @@ class PerceptronPeer:
 
     is_perceptron = True
     config = None
-    #: the layout of its checkpoint (:func:`inn.checkpoints.save_perceptron`)
-    FORMAT = 1
 
     def __init__(self, tagger) -> None:
         self.tagger = tagger

@@ -115,6 +115,11 @@ def all_metrics():
     return [f"results/eval/{t}/{d}/{m}/seed{s}/metrics.json" for t, d, m, s in training_runs()]
 
 
+def all_taggers():
+    """The self-contained tagger file of every configured POS run (`rule all` asks for them)."""
+    return [f"results/taggers/{t}/{d}/{m}/seed{s}/tagger.pt" for t, d, m, s in training_runs() if t == "pos"]
+
+
 def data_dir(wildcards):
     return f"results/data/{wildcards.task}/{wildcards.dataset}"
 

@@ -1,6 +1,7 @@
 # Training and evaluation: every configured model x dataset x seed, trained by `inn train`
 # (resumable: a restarted job continues from the last.pt beside its outputs) and scored on the
-# test split by `inn evaluate`; NLTK's averaged perceptron is trained as the POS peer.
+# test split by `inn evaluate`; NLTK's averaged perceptron is trained as the POS peer. Every POS
+# model is exported as a self-contained tagger file with its test score (`inn tag` reads it).
 
 
 rule train_model:
@@ -89,3 +90,28 @@ rule evaluate_model:
         "python -m inn evaluate --checkpoint {input.checkpoint} --history {input.history}"
         " --data {params.data} --split test --out {params.out} --device {params.device}"
         " --threads {threads} 2> {log}"
+
+
+rule export_tagger:
+    input:
+        checkpoint="results/train/{task}/{dataset}/{model}/seed{seed}/checkpoint.pt",
+        metrics="results/eval/{task}/{dataset}/{model}/seed{seed}/metrics.json",
+        data=data_files(["train", "dev"]),
+    output:
+        "results/taggers/{task}/{dataset}/{model}/seed{seed}/tagger.pt",
+    log:
+        "logs/export_tagger/{task}/{dataset}/{model}/seed{seed}.log",
+    benchmark:
+        "benchmarks/export_tagger/{task}/{dataset}/{model}/seed{seed}.tsv"
+    wildcard_constraints:
+        task="pos",
+    params:
+        data=data_dir,
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "python -m inn export-tagger --checkpoint {input.checkpoint} --metrics {input.metrics}"
+        " --data {params.data} --out {output} 2> {log}"

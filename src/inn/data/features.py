@@ -203,6 +203,16 @@ class FeatureExtractor:
         write_json(path, self.to_dict())
 
     @classmethod
+    def from_dict(cls, data: dict) -> FeatureExtractor:
+        """The extractor :meth:`to_dict` describes (a tagger file holds it the same way)."""
+        extractor = cls(**data["sizes"])
+        extractor.words = Vocabulary(list(data["words"]))
+        extractor.affixes = {kind: Vocabulary(list(items)) for kind, items in data["affixes"].items()}
+        extractor.tags = Vocabulary(list(data["tags"]))
+        extractor.word_counts = Counter(data["word_counts"])
+        return extractor
+
+    @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureExtractor:
         """Read vocabularies written by :meth:`save`."""
         import json
@@ -217,12 +227,7 @@ class FeatureExtractor:
             problem = "the file is empty" if not path.stat().st_size else f"not JSON: {exc}"
             raise InnError(f"damaged feature vocabularies {path} ({problem}): {fix}") from None
         try:
-            extractor = cls(**data["sizes"])
-            extractor.words = Vocabulary(data["words"])
-            extractor.affixes = {kind: Vocabulary(items) for kind, items in data["affixes"].items()}
-            extractor.tags = Vocabulary(data["tags"])
-            extractor.word_counts = Counter(data["word_counts"])
+            return cls.from_dict(data)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             missing = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unexpected content: {exc}"
             raise InnError(f"damaged feature vocabularies {path} ({missing}): {fix}") from None
-        return extractor

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "download-dev-corpora": ("inn.data.download:dev_main", "download the corpora the tests read, checksums verified"),
     "train": ("inn.experiment.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.experiment.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
+    "tag": ("inn.experiment.tag:tag_main", "tag CoNLL-U or plain text with a trained tagger"),
+    "export-tagger": ("inn.experiment.tag:export_main", "write a self-contained tagger file from a POS checkpoint"),
     "train-perceptron": ("inn.experiment.train_perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
     "time-model": ("inn.experiment.timing:time_model_main", "time a trained model's hidden states against sequence length"),
     "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),

@@ -16,50 +16,23 @@ import argparse
 import logging
 import os
 import time
-import warnings
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from inn import batches as B
+from inn.data.fingerprint import data_fingerprint, read_record
 from inn.errors import InnError, positive_int
 from inn.io import write_json
+from inn.models import predict
 from inn.scoring import score_pos, score_walks
-from inn.solvers import ConvergenceWarning
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- neural models
-
-
-@torch.no_grad()
-def predict(model, examples: list[B.Example], batch_size: int = 20, device: str | torch.device = "cpu"):
-    """Per example, in input order: predicted labels, for walks the probability of label 1; and
-    the number of sequences whose implicit solve missed its tolerance."""
-    model.eval()
-    labels: list[torch.Tensor | None] = [None] * len(examples)
-    probs: list[torch.Tensor | None] = [None] * len(examples)
-    failed = 0
-    for index in B.make_batches([B.length(e) for e in examples], batch_size):
-        batch = B.to_device(B.collate([examples[i] for i in index]), torch.device(device))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # counted, and reported in the metrics
-            logits = model(batch).cpu()
-        stats = getattr(model.rnn, "last_stats", None)
-        failed += stats.num_failed if stats is not None else 0
-        for row, i in enumerate(index):
-            n = B.length(examples[i])
-            if model.config.task == "pos":
-                labels[i] = logits[row, :n].argmax(-1)
-            else:
-                probs[i] = torch.sigmoid(logits[row, :n])
-                labels[i] = (logits[row, :n] > 0).long()
-    if failed:
-        log.warning("%d sequence solve(s) did not converge during evaluation", failed)
-    return labels, probs, failed
 
 
 def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) -> None:
@@ -72,14 +45,39 @@ def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) 
                        f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
 
 
+def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.PathLike) -> str:
+    """Refuse a model trained on other data than the prepared ``data_dir``; returns the folder's
+    fingerprint.
+
+    The check compares the fingerprint the checkpoint stores with the folder's (its splits
+    and vocabularies): a corpus re-prepared from other files, with the same tag set and the
+    same vocabulary sizes, is still other data, whose word indices mean other words. A
+    checkpoint written before fingerprints (format 1) cannot be checked: a warning says so.
+    """
+    fingerprint = data_fingerprint(data_dir)
+    trained = (payload.get("data") or {}).get("fingerprint")
+    if trained is None:
+        log.warning("%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
+                    checkpoint, payload.get("format"), data_dir)
+    elif trained != fingerprint:
+        corpus = (payload.get("data") or {}).get("corpus") or payload.get("meta", {}).get("dataset")
+        raise InnError(f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
+                       f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
+                       "text with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`")
+    return fingerprint
+
+
 def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
-    """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder."""
-    from inn.checkpoints import load_checkpoint
+    """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
+    with that folder's vocabularies; a model trained on other data is refused (:func:`check_data`)."""
+    from inn.checkpoints import model_from_payload, read_checkpoint
     from inn.device import resolve_device
 
     dev = resolve_device(device)
-    model, meta = load_checkpoint(checkpoint, device=dev)
+    payload = read_checkpoint(checkpoint, device=dev)
+    fingerprint = check_data(payload, data_dir, checkpoint)
+    model, meta = model_from_payload(payload, checkpoint, device=dev)
     task = meta.get("task", getattr(getattr(model, "config", None), "task", None))
     start = time.perf_counter()
     failed = 0
@@ -107,7 +105,10 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     config = getattr(model, "config", None)
     out = {
         "task": task,
-        "dataset": meta.get("dataset"),
+        # the data scored: the folder's corpus (what the model was trained on, checked above)
+        "dataset": read_record(data_dir).get("corpus") or Path(data_dir).name,
+        "data": str(data_dir),
+        "data_fingerprint": fingerprint,
         "model": meta.get("model"),
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from inn.data.corpora import READERS, SPLITS, Sentence, read_corpus, write_tagged
 from inn.data.features import FeatureExtractor
+from inn.data.fingerprint import write_record
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.errors import at_least, positive_float, positive_int
 from inn.tables import write_tsv
@@ -43,8 +44,9 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes
     """Read a corpus, fit the feature vocabularies on its train split, write everything to ``out``.
 
     ``format`` and ``source`` are as :func:`inn.data.corpora.read_corpus` takes them. Writes
-    ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json`` and
-    ``summary.tsv`` under ``out``.
+    ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json``,
+    ``prepared.json`` (the corpus, its format, the CoNLL-U column its tags come from, and the
+    data's fingerprint: :mod:`inn.data.fingerprint`) and ``summary.tsv`` under ``out``.
     """
     out = Path(out)
     splits = read_corpus(format, source, corpus)
@@ -53,6 +55,8 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes
     for split in SPLITS:
         write_tagged(out / f"{split}.tsv", splits[split])
     features.save(out / "features.json")
+    column = (source.get("tags") or "xpos") if format == "conllu" else "xpos"  # PTB tags: XPOS
+    write_record(out, corpus=corpus, format=format, column=column)
     write_tsv(out / "summary.tsv", summary)
     log.info("%s: %s", corpus, ", ".join(
         f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()))
@@ -94,6 +98,7 @@ def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str
         sets[split] = walks
     for split, walks in sets.items():
         save_walks(out / f"{split}.pt", walks, b=b, dim=dim, seed=seed, direction=direction, max_len=max_len)
+    write_record(out, b=b, dim=dim, seed=seed, direction=direction, max_len=max_len)
     write_tsv(out / "summary.tsv", pd.DataFrame(rows))
     write_tsv(out / "lengths.tsv", pd.concat(histograms, ignore_index=True))
     log.info("walks b=%g: %s", b, ", ".join(f"{r['split']} {r['sequences']}" for r in rows))

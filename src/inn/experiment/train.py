@@ -18,7 +18,9 @@ Outputs in ``out_dir``:
   would (CPU, same seed and threads: every epoch reseeds its own random streams). Both are
   removed when training finishes. A ``last.pt`` that cannot be resumed from (truncated,
   empty, a ``checkpoint.pt`` copied over it) is set aside as ``last.pt.damaged-<time>``, with
-  a warning, and training starts afresh.
+  a warning, and training starts afresh. Every checkpoint stores the fingerprint of the data
+  it was trained on (:mod:`inn.data.fingerprint`); a ``last.pt`` of other data (the corpus
+  prepared again from other files) stops the run.
 
 One run at a time per folder: a run holds ``.lock`` in it (:func:`inn.io.locked_folder`),
 checks the folder writable before it reads any data, and removes the temporary files a killed
@@ -52,7 +54,7 @@ from inn.device import resolve_device
 from inn.errors import InnError, positive_int
 from inn.experiment.config import check_settings
 from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
-from inn.checkpoints import CHECKPOINT_FORMAT, neural_payload
+from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
@@ -346,7 +348,21 @@ def _check_resumable(path: Path, state: dict, settings: dict) -> None:
                        "delete it to start afresh, or restore the old settings to resume")
 
 
-def _resume_point(path: Path, device: torch.device, settings: dict) -> dict | None:
+def _check_same_data(path: Path, saved: dict, fingerprint: str) -> None:
+    """Refuse to resume from a ``last.pt`` trained on other data than the folder holds now (a
+    corpus re-prepared from other files: its word indices mean other words). One written
+    before fingerprints resumes, with a warning that this could not be checked."""
+    trained = (saved.get("data") or {}).get("fingerprint")
+    if trained is None:
+        log.warning("%s was written before data fingerprints: resuming without checking that the data "
+                    "folder still holds the data it was trained on", path)
+    elif trained != fingerprint:
+        raise InnError(f"{path} was trained on other data (fingerprint {trained}) than the data folder now holds "
+                       f"(fingerprint {fingerprint}; it was prepared again from other files): delete {path} to "
+                       "train afresh on the new data, or restore the old data to resume")
+
+
+def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint: str) -> dict | None:
     """The state saved in ``path`` (``last.pt``) to resume from, or None to start afresh.
 
     ``last.pt`` is a resume aid, not a result: one that cannot be resumed from (unreadable,
@@ -363,12 +379,13 @@ def _resume_point(path: Path, device: torch.device, settings: dict) -> dict | No
         words = str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__]
         problem = "the file is empty" if path.stat().st_size == 0 else f"unreadable: {words[0]}"
     if problem is None:
-        if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT or "settings" not in saved:
-            problem = f"not a resume state of this inn (format {CHECKPOINT_FORMAT})"
+        if not isinstance(saved, dict) or saved.get("format") not in READABLE_FORMATS or "settings" not in saved:
+            problem = f"not a resume state of this inn (format {' or '.join(map(str, READABLE_FORMATS))})"
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
     if problem is None:
         _check_resumable(path, saved, settings)
+        _check_same_data(path, saved, fingerprint)
         return saved
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     os.replace(path, aside)
@@ -430,6 +447,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     dev_ = resolve_device(device)
     kind, size = parse_model_name(model_name)
     data = load_task_data(task, data_dir, cfg)
+    trained_on = describe_data(data_dir, task)  # the fingerprint, and what a tagger file needs of the data
     options = dict(model_options or {})
     if size is not None:
         options["hidden_size"] = size
@@ -453,7 +471,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     warm_adjoint = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_, torch.bfloat16)
                     if model_cfg.implicit and cfg.warm_start_adjoint else None)
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": []}
-    saved = _resume_point(last_path, dev_, settings)
+    saved = _resume_point(last_path, dev_, settings, trained_on["fingerprint"])
     if saved is not None:
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -482,7 +500,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         if _better(task, dev_metrics, state["best"]):
             state["best"] = dev_metrics["accuracy" if task == "pos" else "error"]
             state["best_epoch"], state["bad_epochs"] = epoch, 0
-            torch_save(_payload(model, {**meta, "epoch": epoch, "dev": dev_metrics}, settings), best_path)
+            torch_save(_payload(model, {**meta, "epoch": epoch, "dev": dev_metrics}, settings, trained_on), best_path)
         else:
             state["bad_epochs"] += 1
         # paper: halve the rate whenever validation perplexity rises
@@ -490,7 +508,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             state["lr"] *= cfg.lr_decay
             for group in optimizer.param_groups:
                 group["lr"] = state["lr"]
-        payload = _payload(model, meta, settings)
+        payload = _payload(model, meta, settings, trained_on)
         payload.update(optimizer=optimizer.state_dict(), train_state=state)
         if warm is not None:
             payload["warm_starts"] = warm.state_dict()
@@ -529,8 +547,8 @@ def _finished(state: dict, cfg: TrainConfig) -> bool:
     return state["epoch"] >= cfg.max_epochs or state["bad_epochs"] >= cfg.patience
 
 
-def _payload(model: SequenceLabeler, meta: dict, settings: dict) -> dict:
-    return neural_payload(model, {**meta, "settings": settings}, settings=settings)
+def _payload(model: SequenceLabeler, meta: dict, settings: dict, data: dict) -> dict:
+    return neural_payload(model, {**meta, "settings": settings}, data, settings=settings)
 
 
 def _order(row: dict, task: str) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from inn import batches as B
-from inn.checkpoints import save_perceptron
+from inn.checkpoints import describe_data, save_perceptron
 from inn.errors import positive_int
 from inn.perceptron import train_perceptron
 from inn.scoring import score_pos
@@ -28,6 +28,7 @@ def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int
     """Train on ``data_dir``/train.tsv, score dev, write ``checkpoint.pt`` and ``history.tsv``."""
     out_dir = Path(out_dir)
     features = B.load_features(data_dir)
+    trained_on = describe_data(data_dir, "pos")
     train = B.read_split(data_dir, "train")[:max_train]
     dev = B.read_split(data_dir, "dev")
     start = time.perf_counter()
@@ -41,7 +42,7 @@ def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int
             "best_epoch": iterations, "seconds_per_epoch": seconds / iterations, "device": "cpu",
             "parameters": sum(len(w) for w in peer.tagger.model.weights.values()),
             "dev": {"accuracy": dev_metrics["accuracy"]}, "settings": {"training": training}}
-    save_perceptron(peer, out_dir / "checkpoint.pt", meta)
+    save_perceptron(peer, out_dir / "checkpoint.pt", meta, trained_on)
     write_tsv(out_dir / "history.tsv", history)
     log.info("perceptron: %d sentences, %d iterations, %.0f s, dev accuracy %.2f", len(train), iterations,
              seconds, dev_metrics["accuracy"])

@@ -1,0 +1,184 @@
+"""Text to tag, read and written line for line: CoNLL-U, horizontal and vertical.
+
+The training reader (:func:`inn.data.corpora.read_conllu`) keeps only ``(form, tag)`` pairs;
+a tagger must give back everything it was given. Here a CoNLL-U sentence keeps every line
+(comments, multiword-token ranges, empty nodes, every column), and only the one tag column of
+its syntactic words is replaced on output. Three input forms:
+
+- ``conllu``: CoNLL-U; the syntactic words (integer IDs) are what is tagged;
+- ``horizontal``: one sentence per line, tokens separated by spaces;
+- ``vertical``: one token per line (its first tab-separated field), a blank line between
+  sentences.
+
+and three output forms: ``conllu`` (from any input; other input gets minimal CoNLL-U lines),
+``horizontal`` (``word_TAG`` separated by spaces) and ``vertical`` (``word<TAB>TAG``).
+
+Input is bytes that must be UTF-8 (a leading byte-order mark is dropped); errors name the
+source and the line, or the byte offset of text that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from inn.errors import InnError
+
+INPUT_FORMATS = ("conllu", "horizontal", "vertical")
+OUTPUT_FORMATS = ("conllu", "horizontal", "vertical")
+#: the ten CoNLL-U columns, in order
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+_WORD_ID = re.compile(r"[1-9]\d*")
+_RANGE_ID = re.compile(r"[1-9]\d*-[1-9]\d*")
+_EMPTY_ID = re.compile(r"(0|[1-9]\d*)\.[1-9]\d*")
+
+
+@dataclass
+class TextSentence:
+    """One sentence to tag: its words, and for CoNLL-U input every line it came with.
+
+    ``lines`` holds the sentence's lines split into fields (a comment is one field);
+    ``word_lines[i]`` is the index in ``lines`` of word ``i``; ``line_numbers[i]`` the input
+    line of word ``i`` (for messages). For horizontal and vertical input ``lines`` is empty.
+    """
+
+    words: list[str]
+    lines: list[list[str]] = field(default_factory=list)
+    word_lines: list[int] = field(default_factory=list)
+    line_numbers: list[int] = field(default_factory=list)
+
+    def column(self, name: str) -> list[str]:
+        """The CoNLL-U column ``name`` of the syntactic words (``"_"`` where empty)."""
+        index = CONLLU_FIELDS.index(name)
+        return [self.lines[i][index] for i in self.word_lines]
+
+
+def decode(data: bytes, source: str) -> str:
+    """``data`` as text: UTF-8, a leading byte-order mark dropped, line ends normalised.
+
+    Raises:
+        InnError: ``data`` is not UTF-8 (naming ``source`` and the byte offset).
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 4]
+        raise InnError(f"{source}: not UTF-8 text (byte offset {exc.start}: {bad!r}); convert it to UTF-8 first, "
+                       f"e.g. iconv -f latin1 -t utf-8") from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n")
+
+
+def looks_like_conllu(text: str) -> bool:
+    """Whether the first line that is not blank is a CoNLL-U comment or a ten-column token line."""
+    for line in text.split("\n"):
+        if line.strip():
+            fields = line.split("\t")
+            return line.startswith("#") or (len(fields) == len(CONLLU_FIELDS) and fields[0][:1].isdigit())
+    return False
+
+
+def _blocks(text: str) -> Iterable[list[tuple[int, str]]]:
+    """The blank-line-separated blocks of ``text`` as (line number, line) pairs."""
+    block: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            block.append((number, line))
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def read_conllu_text(text: str, source: str) -> list[TextSentence]:
+    """The sentences of CoNLL-U ``text`` with every line kept.
+
+    Raises:
+        InnError: a line without ten tab-separated fields, or with an ID that is neither a
+            word index, a range nor an empty node, or without a form (naming ``source:line``).
+    """
+    sentences = []
+    for block in _blocks(text):
+        sentence = TextSentence(words=[])
+        for number, line in block:
+            if line.startswith("#"):
+                sentence.lines.append([line])
+                continue
+            fields = line.split("\t")
+            where = f"{source}:{number}"
+            if len(fields) != len(CONLLU_FIELDS):
+                raise InnError(f"{where}: malformed CoNLL-U line: expected {len(CONLLU_FIELDS)} tab-separated "
+                               f"fields, found {len(fields)}")
+            token_id = fields[0]
+            if _WORD_ID.fullmatch(token_id):
+                if not fields[1]:
+                    raise InnError(f"{where}: malformed CoNLL-U line: word {token_id} has an empty FORM")
+                sentence.word_lines.append(len(sentence.lines))
+                sentence.line_numbers.append(number)
+                sentence.words.append(fields[1])
+            elif not (_RANGE_ID.fullmatch(token_id) or _EMPTY_ID.fullmatch(token_id)):
+                raise InnError(f"{where}: malformed CoNLL-U line: ID {token_id!r} is not a word index (3), "
+                               "a multiword range (3-4) or an empty node (3.1)")
+            sentence.lines.append(fields)
+        sentences.append(sentence)
+    return sentences
+
+
+def read_plain_text(text: str, form: str) -> list[TextSentence]:
+    """Sentences of horizontal text (a sentence a line, tokens split at spaces) or vertical
+    text (a token a line, its first tab-separated field; a blank line ends a sentence)."""
+    if form == "horizontal":
+        return [TextSentence(words=line.split()) for line in text.split("\n") if line.strip()]
+    return [TextSentence(words=[line.split("\t")[0].strip() for _, line in block]) for block in _blocks(text)]
+
+
+def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSentence], str]:
+    """Sentences of ``data`` in ``form`` (``auto``: CoNLL-U when it looks like it
+    (:func:`looks_like_conllu`), else horizontal); returns them and the form read."""
+    text = decode(data, source)
+    detected = form == "auto"
+    if detected:
+        form = "conllu" if looks_like_conllu(text) else "horizontal"
+    if form not in INPUT_FORMATS:
+        raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
+    if form != "conllu":
+        return read_plain_text(text, form), form
+    try:
+        return read_conllu_text(text, source), form
+    except InnError as exc:
+        if not detected or any(line.count("\t") == len(CONLLU_FIELDS) - 1 for line in text.split("\n")):
+            raise  # CoNLL-U with a bad line; the hint is for text that has no token line at all
+        raise InnError(f"{exc} (read as CoNLL-U because its first line looks like CoNLL-U; for plain text give "
+                       "--input horizontal or vertical)") from None
+
+
+def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]], form: str,
+               column: str = "xpos") -> str:
+    """The tagged sentences as text in ``form``; for CoNLL-U ``column`` receives the tags.
+
+    CoNLL-U input comes back line for line with only that column of its syntactic words
+    changed; other input gets one line per word (ID, FORM, the tag; ``_`` elsewhere).
+    """
+    if form not in OUTPUT_FORMATS:
+        raise InnError(f"unknown output format {form!r}: use {', '.join(OUTPUT_FORMATS)}")
+    out: list[str] = []
+    index = CONLLU_FIELDS.index(column)
+    for sentence, sentence_tags in zip(sentences, tags):
+        if form == "horizontal":
+            out.append(" ".join(f"{w}_{t}" for w, t in zip(sentence.words, sentence_tags)) + "\n")
+        elif form == "vertical":
+            out.append("".join(f"{w}\t{t}\n" for w, t in zip(sentence.words, sentence_tags)) + "\n")
+        else:
+            if sentence.lines:
+                lines = [list(fields) for fields in sentence.lines]
+                for line, tag in zip(sentence.word_lines, sentence_tags):
+                    lines[line][index] = tag
+            else:
+                lines = []
+                for i, (word, tag) in enumerate(zip(sentence.words, sentence_tags), start=1):
+                    fields = [str(i), word] + ["_"] * (len(CONLLU_FIELDS) - 2)
+                    fields[index] = tag
+                    lines.append(fields)
+            out.append("".join("\t".join(fields) + "\n" for fields in lines) + "\n")
+    return "".join(out)

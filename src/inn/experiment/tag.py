@@ -1,0 +1,153 @@
+"""``inn tag``: tag text with a trained model; ``inn export-tagger``: write a tagger file.
+
+``inn tag MODEL [FILE ...]`` reads every input (stdin when none) before it tags anything and
+writes its output only when all of it is tagged (``--out`` atomically), so bad input stops it
+with one line and nothing half-written. It ends with one line that is also the benchmark:
+sentences, tokens, seconds, tokens per second, and the implicit layer's non-converged solves.
+The tagging is :class:`inn.tagger.Tagger`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from inn.data.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
+from inn.errors import InnError, positive_int
+
+log = logging.getLogger(__name__)
+
+
+def _read_inputs(files: list[str], form: str) -> tuple[list[tuple[TextSentence, str]], list[str]]:
+    """Every sentence of ``files`` (stdin for none or ``-``) with its source, and the form
+    each file was read as."""
+    sentences: list[tuple[TextSentence, str]] = []
+    forms = []
+    for name in files or ["-"]:
+        if name == "-":
+            data, source = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            try:
+                data, source = Path(name).read_bytes(), name
+            except OSError as exc:
+                raise InnError(f"cannot read {name}: {exc.strerror or exc}") from None
+        read, used = read_text(data, source, form)
+        sentences += [(s, source) for s in read]
+        forms.append(used)
+    return sentences, forms
+
+
+def tag_main(argv: list[str]) -> None:
+    """``inn tag MODEL [FILE ...]``: tag CoNLL-U, horizontal or vertical text."""
+    parser = argparse.ArgumentParser(
+        prog="inn tag", description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).")
+    parser.add_argument("model", help="the tagger file: results/taggers/pos/<corpus>/<model>/seed<N>/tagger.pt")
+    parser.add_argument("files", nargs="*", help="input files (default: stdin; - is stdin)")
+    parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS),
+                        help="input form (auto: CoNLL-U when the first line is a comment or a token line, "
+                             "else horizontal)")
+    parser.add_argument("--output", choices=OUTPUT_FORMATS,
+                        help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
+    parser.add_argument("--column", choices=("xpos", "upos"), help="the CoNLL-U column to fill (default: the model's)")
+    parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="score against the gold tags of the CoNLL-U input (token and unseen-word accuracy)")
+    parser.add_argument("--metrics", help="with --accuracy: write the scores and speed to this JSON file")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--batch-size", type=positive_int, default=20,
+                        help="sentences per batch (20, evaluation's, gives its exact tags)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.metrics and not args.accuracy:
+        parser.error("--metrics needs --accuracy")
+
+    from inn.tagger import Tagger
+
+    loaded = time.perf_counter()
+    tagger = Tagger.load(args.model, args.device, args.batch_size)
+    column = args.column or tagger.column
+    log.info("%s (loaded in %.1f s)", tagger.describe(), time.perf_counter() - loaded)
+    start = time.perf_counter()
+    pairs, forms = _read_inputs(args.files, args.input)
+    sentences = [s for s, _ in pairs]
+    if args.accuracy and any(form != "conllu" for form in forms):
+        raise InnError("--accuracy needs CoNLL-U input with gold tags (give --input conllu, or a .conllu file)")
+    output = args.output or "conllu"
+    interactive = sys.stderr.isatty()
+    predicted = tagger.tag([s.words for s in sentences], progress=interactive and len(sentences) > 200)
+    scores = None
+    if args.accuracy:
+        if sentences:
+            scores = tagger.accuracy(sentences, predicted, column, [source for _, source in pairs])
+        else:
+            log.warning("no tokens to score: the input is empty")
+    text = write_text(sentences, predicted, output, column)
+    seconds = time.perf_counter() - start
+    if args.out and Path(args.out).exists() and not Path(args.out).is_file():
+        with open(args.out, "w", encoding="utf-8", newline="\n") as handle:  # /dev/null, a pipe: as is
+            handle.write(text)
+    elif args.out:
+        from inn.io import atomic_open
+
+        with atomic_open(args.out, encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    tokens = sum(len(s.words) for s in sentences)
+    speed = {"sentences": len(sentences), "tokens": tokens, "seconds": seconds,
+             "tokens_per_second": tokens / seconds if seconds > 0 else None,
+             "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
+    if scores is not None:
+        log.info("accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens", scores["accuracy"],
+                 scores["tokens"], "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%",
+                 scores["unseen_tokens"])
+        if args.metrics:
+            from inn.io import write_json
+
+            write_json(args.metrics, {**scores, **speed, "model": tagger.meta.get("model"),
+                                      "dataset": tagger.meta.get("dataset"), "column": column})
+    log.info("tagged %d sentences, %d tokens in %.2f s (%.0f tokens/s) on %s, %d thread(s); %d non-converged solve(s)",
+             len(sentences), tokens, seconds, speed["tokens_per_second"] or 0.0, tagger.device,
+             torch.get_num_threads(), tagger.nonconverged)
+    if tagger.nonconverged:
+        log.warning("%d sentence solve(s) of the implicit layer missed their tolerance: their tags may differ "
+                    "from a converged solve's", tagger.nonconverged)
+
+
+def export_main(argv: list[str]) -> None:
+    """``inn export-tagger``: a self-contained tagger file from a POS checkpoint."""
+    from inn.checkpoints import read_checkpoint, save_payload, self_contained, with_test_scores
+
+    parser = argparse.ArgumentParser(
+        prog="inn export-tagger",
+        description="Write a self-contained tagger file (weights, vocabularies, tag column, scores) from a POS "
+                    "checkpoint; a checkpoint from before tagger files needs --data, its prepared folder.")
+    parser.add_argument("--checkpoint", required=True, help="results/train/pos/<corpus>/<model>/seed<N>/checkpoint.pt")
+    parser.add_argument("--data", help="the prepared folder it was trained on (results/data/pos/<corpus>)")
+    parser.add_argument("--metrics", help="its metrics.json from inn evaluate (adds the test scores)")
+    parser.add_argument("--column", choices=("xpos", "upos"),
+                        help="the CoNLL-U column its tags came from (default: what the data recorded, else xpos)")
+    parser.add_argument("--out", required=True, help="the tagger file to write")
+    args = parser.parse_args(argv)
+    payload = self_contained(read_checkpoint(args.checkpoint), args.checkpoint, args.data, args.column)
+    if args.metrics:
+        try:
+            metrics = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InnError(f"cannot read --metrics {args.metrics}: {exc}") from None
+        fingerprint = metrics.get("data_fingerprint")
+        if fingerprint is not None and fingerprint != payload["data"]["fingerprint"]:
+            raise InnError(f"{args.metrics} scores other data (fingerprint {fingerprint}) than {args.checkpoint} "
+                           f"was trained on ({payload['data']['fingerprint']})")
+        payload = with_test_scores(payload, metrics)
+    save_payload(payload, args.out)
+    log.info("wrote %s (%s, %s column)", args.out, payload["meta"].get("model"), payload["data"]["column"])
