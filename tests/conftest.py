@@ -3,7 +3,7 @@ implicit layers (float64 by default, deterministic seeds).
 
 The corpora are never copied into the repository and tests never download them: they are read
 from ``INN_SHARED_DATA`` when it is set (CI sets it), else from the checkout's git-ignored
-``.dev-data``, which ``inn download-dev-corpora --out .dev-data`` fills.
+``.dev-data``, which ``inn download-dev-corpora --out-dir .dev-data`` fills.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _require(folder: str, *files: str) -> Path:
     path = SHARED_DATA / folder
     missing = [path / name for name in files if not (path / name).exists()]
     if missing:
-        fetch = f"`inn download-dev-corpora --out {SHARED_DATA}`"
+        fetch = f"`inn download-dev-corpora --out-dir {SHARED_DATA}`"
         where = (f"INN_SHARED_DATA={SHARED_DATA} lacks it: point it at a folder holding the corpora, or run {fetch}"
                  if os.environ.get("INN_SHARED_DATA") else
                  f"run {fetch} once, or set INN_SHARED_DATA to a folder holding the corpora")

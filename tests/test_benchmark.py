@@ -51,9 +51,9 @@ def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
         assert torch.equal(state["weight_zr"], model.rnn.weight_zr)
     with pytest.raises(InnError, match="under prefix 'encoder.'; implicit layers found under 'rnn.'"):
         load_layer_weights(path, "encoder.")
-    main(["--checkpoint", str(path), "--prefix", "rnn.", "--hidden", "4", "--lengths", "3", "--batch", "2",
-          "--repeats", "1", "--methods", "anderson", "--baselines", "gru", "--out", str(tmp_path / "b.csv")])
-    assert "checkpoint" in (tmp_path / "b.csv").read_text()
+    main(["--checkpoint", str(path), "--prefix", "rnn.", "--hidden", "4", "--lengths", "3", "--batch-size", "2",
+          "--repeats", "1", "--methods", "anderson", "--baselines", "gru", "--out", str(tmp_path / "b.tsv")])
+    assert "checkpoint" in (tmp_path / "b.tsv").read_text()
 
 
 def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
@@ -65,10 +65,10 @@ def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
     xi, mask = torch.randn(3, 8, 6, dtype=torch.float64), torch.ones(3, 8, dtype=torch.bool)
     assert jacobian_radius(layer, xi, mask) < 0.7
     assert make_harder(layer, xi, mask, 0.8) > 1 and jacobian_radius(layer, xi, mask) == pytest.approx(0.8, abs=0.01)
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "6", "--lengths", "8", "--batch", "3", "--repeats", "1", "--harder", "0.9", "--methods",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "6", "--lengths", "8", "--batch-size", "3", "--repeats", "1", "--harder", "0.9", "--methods",
           "anderson", "implicit_lstm", "--baselines", "--peers", "--dtype", "float64", "--out", str(out)])
-    iterations = {(r["weights"], r["method"]): float(r["newton_mean"]) for r in csv.DictReader(out.open())}
+    iterations = {(r["weights"], r["method"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")}
     assert iterations[("harder0.9", "implicit_lstm")] > iterations[("init", "implicit_lstm")]
 
 
@@ -80,11 +80,11 @@ def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, cap
     layer = ImplicitLSTM(5, 4)
     ckpt = tmp_path / "lstm.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "implicit_lstm", "--checkpoint", str(ckpt), "--prefix", "rnn", "--baselines", "lstm", "gru", "--peers",
           "--out", str(out)])
-    rows = list(csv.DictReader(out.open()))
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     cells = {(r["weights"], r["method"]): r["cell"] for r in rows}
     assert cells == {("init", "anderson"): "gru", ("init", "implicit_lstm"): "lstm", ("init", "bilstm"): "",
                      ("init", "bigru"): "", ("checkpoint", "anderson"): "lstm",
@@ -92,7 +92,7 @@ def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, cap
     for r in rows:
         if r["weights"] == "checkpoint" and r["cell"]:
             assert int(r["hidden"]) == 4 and float(r["grad_error"]) < 1e-2 and int(r["failed"]) == 0
-    assert math.isnan(float(next(r["grad_error"] for r in rows if r["weights"] == "init" and r["cell"] == "lstm")))
+    assert not next(r["grad_error"] for r in rows if r["weights"] == "init" and r["cell"] == "lstm")  # NaN: empty
     table = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("checkpoint")]
     by_method = {line[3]: line for line in table}
     ratio = float(by_method["anderson"][7])
@@ -106,11 +106,11 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     layer = ImplicitGRU(6, 6)
     ckpt = tmp_path / "c.pt"
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "6", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder", "0.5",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "6", "--lengths", "3", "5", "--batch-size", "2", "--repeats", "1", "--harder", "0.5",
           "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point", "anderson_jacobian_free",
           "--checkpoint", str(ckpt), "--prefix", "inn.", "--peers", "--out", str(out)])
-    rows = list(csv.DictReader(out.open()))
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     # gradients against the tight exact adjoint: the exact solvers' to about tol, the
     # Jacobian-free one measurably off
     for r in rows:
@@ -122,16 +122,16 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     assert {r["weights"] for r in rows} == {"init", "harder0.5", "checkpoint"}
     assert {r["method"] for r in rows} >= {"paper", "anderson", "bigru", "bilstm"}
     assert all(float(r["forward_s"]) > 0 for r in rows)
-    fits = list(csv.DictReader((tmp_path / "bench_fits.csv").open()))
+    fits = list(csv.DictReader((tmp_path / "bench_fits.tsv").open(), delimiter="\t"))
     assert all(math.isfinite(float(f["forward_backward_s_p"])) for f in fits)
     assert "fits t = a" in capsys.readouterr().out
 
 
 def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "4", "--lengths", "3", "5", "--batch", "2", "--repeats", "1", "--harder",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "4", "--lengths", "3", "5", "--batch-size", "2", "--repeats", "1", "--harder",
           "--methods", "implicit_lstm", "--baselines", "lstm", "--peers", "--out", str(out)])
-    rows = list(csv.DictReader(out.open()))
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert sorted({r["method"] for r in rows}) == ["bilstm", "implicit_lstm"]
     lstm = [r for r in rows if r["method"] == "implicit_lstm"]
     assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
@@ -143,12 +143,12 @@ def test_implicit_lstm_beside_a_trained_implicit_gru_is_skipped_there(tmp_path):
     the name "checkpoint": its row there is a note, not a time; it is still timed on init."""
     ckpt = tmp_path / "gru.pt"
     torch.save(ImplicitGRU(4, 4).state_dict(), ckpt)
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods",
           "implicit_lstm", "--checkpoint", str(ckpt), "--baselines", "--peers", "--out", str(out)])
-    rows = {r["weights"]: r for r in csv.DictReader(out.open())}
+    rows = {r["weights"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert rows["checkpoint"]["note"] == "skipped: the checkpoint holds an implicit GRU"
-    assert math.isnan(float(rows["checkpoint"]["forward_s"])) and float(rows["init"]["forward_s"]) > 0
+    assert not rows["checkpoint"]["forward_s"] and float(rows["init"]["forward_s"]) > 0  # no time: empty
 
 
 def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
@@ -169,17 +169,17 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
         assert figures["function_evals"] >= figures["newton_mean"] >= 1
         assert torch.allclose(peer.forward(), ours, atol=1e-4)
     assert figures["backward_residual_max"] <= 1e-5 and figures["backward_iterations"] >= 1
-    out = tmp_path / "b.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+    out = tmp_path / "b.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "gru", "--peers", "torchdeq_anderson", "torchdeq_ift", "--out", str(out)])
-    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
     assert math.isnan(float(rows["torchdeq_anderson"]["forward_backward_s"]))
     assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
     # a peer too slow to repeat keeps the time of its one forward, as our methods do
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "--peers", "torchdeq_anderson", "--max-seconds", "1e-9", "--out", str(out)])
-    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert rows["torchdeq_anderson"]["note"] == "timed once" and float(rows["torchdeq_anderson"]["forward_s"]) > 0
 
 
@@ -201,32 +201,32 @@ def test_torchdeq_ift_on_an_implicit_lstm_gives_our_gradient():
 
 def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch, capsys):
     with pytest.raises(InnError, match="unknown peer"):
-        main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.csv")])
+        main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.tsv")])
     monkeypatch.setattr("inn.experiment.benchmark.available", lambda: False)
-    out = tmp_path / "b.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+    out = tmp_path / "b.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "--out", str(out)])
     printed = capsys.readouterr().out
     assert "TorchDEQ peers skipped" in printed and "fits t = a" not in printed  # one length: no fits
-    assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson"}
+    assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson"}
 
 
 def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--device", "cpu",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--device", "cpu",
           "--methods", "anderson", "anderson_graph", "--baselines", "--peers", "--out", str(out)])
-    rows = {r["method"]: r for r in csv.DictReader(out.open())}
+    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert rows["anderson_graph"]["note"] == "skipped: CUDA graphs need a CUDA device"
-    assert math.isnan(float(rows["anderson_graph"]["forward_s"])) and float(rows["anderson"]["forward_s"]) > 0
+    assert not rows["anderson_graph"]["forward_s"] and float(rows["anderson"]["forward_s"]) > 0  # no time: empty
 
 
 def test_one_length_writes_no_fits_and_refuses_a_fits_path(tmp_path, capsys):
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--repeats", "1", "--harder", "--methods", "anderson",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
           "--baselines", "gru", "--peers", "--out", str(out)])
-    assert {r["method"] for r in csv.DictReader(out.open())} == {"anderson", "bigru"}
-    assert not (tmp_path / "bench_fits.csv").exists()  # was a file of NaN fits
+    assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson", "bigru"}
+    assert not (tmp_path / "bench_fits.tsv").exists()  # was a file of NaN fits
     assert "fits t = a" not in capsys.readouterr().out
     with pytest.raises(InnError, match="--fits-out needs at least two --lengths"):
-        main(["--hidden", "4", "--lengths", "3", "--batch", "2", "--methods", "anderson", "--out", str(out),
-              "--fits-out", str(tmp_path / "fits.csv")])
+        main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--methods", "anderson", "--out", str(out),
+              "--fits-out", str(tmp_path / "fits.tsv")])

@@ -169,8 +169,28 @@ def test_an_nltk_data_folder_without_the_treebank_is_named(tmp_path, nltk_data):
     """Not left to the job, which would otherwise read whatever copy NLTK_DATA points at."""
     config = validate_config({"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"nltk_data": str(tmp_path)}}}, SCHEMA)
     with pytest.raises(InnError, match=rf"^config: corpora\.ptb_sample\.nltk_data: {tmp_path} holds no corpora/treebank "
-                                       r"\(NLTK's treebank sample\): run `inn download-treebank --out DIR` and name DIR, or "
+                                       r"\(NLTK's treebank sample\): run `inn download-treebank --out-dir DIR` and name DIR, or "
                                        r"null to search NLTK_DATA$"):
         check_inputs(config, root=tmp_path)
     config["corpora"]["ptb_sample"]["nltk_data"] = str(nltk_data)
     check_inputs(config, root=tmp_path)
+
+
+def test_training_defaults_have_one_home():
+    """The schema holds the training defaults: `inn train` takes each task's from it, config.yaml
+    spells them out unchanged, and TrainConfig's own defaults (for library callers) are POS's."""
+    import argparse
+    import dataclasses
+
+    from inn.experiment.config import training_defaults
+    from inn.experiment.train import TrainConfig, _settings_from
+
+    written = yaml.safe_load((SCHEMA.parents[2] / "config.yaml").read_text(encoding="utf-8"))["training"]
+    for task in ("pos", "walks"):
+        assert written[task] == {k: v for k, v in training_defaults(task).items() if k in written[task]}
+    library = dataclasses.asdict(TrainConfig())
+    assert {k: library[k] for k in training_defaults("pos")} == training_defaults("pos")
+    assert training_defaults("walks")["loss"] == "token" != library["loss"]
+    # `inn train --task walks` without settings trains as the workflow would: the walks' loss
+    args = argparse.Namespace(task="walks", settings=None, settings_file=None, seed=None)
+    assert _settings_from(args)[0].loss == "token"

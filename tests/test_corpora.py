@@ -256,7 +256,7 @@ def test_a_treebank_folder_given_is_the_only_one_searched(tmp_path, nltk_data, m
 
     monkeypatch.setattr(nltk.data, "path", [str(nltk_data)])
     with pytest.raises(InnError, match=rf"^the NLTK data folder {tmp_path} holds no corpora/treebank: run "
-                                       r"`inn download-treebank --out DIR`"):
+                                       r"`inn download-treebank --out-dir DIR`"):
         read_treebank_sample(tmp_path)
     assert str(nltk_data) in nltk.data.path  # the search path is restored (the folder given is trusted, as before)
 

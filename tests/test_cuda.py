@@ -144,8 +144,8 @@ def test_train_on_cuda_then_score_on_cpu(tmp_path):
 def test_benchmark_on_cuda(tmp_path):
     from inn.experiment.benchmark import main
 
-    out = tmp_path / "bench.csv"
-    main(["--device", "cuda", "--hidden", "8", "--lengths", "4", "8", "--batch", "3", "--repeats", "1",
+    out = tmp_path / "bench.tsv"
+    main(["--device", "cuda", "--hidden", "8", "--lengths", "4", "8", "--batch-size", "3", "--repeats", "1",
           "--methods", "anderson", "newton_krylov", "--out", str(out)])
     rows = pd.read_csv(out)
     assert set(rows.device) == {"cuda"} and (rows.forward_s > 0).all()

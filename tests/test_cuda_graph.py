@@ -372,9 +372,9 @@ def test_the_benchmark_times_the_graphed_method_on_cuda(tmp_path):
 
     from inn.experiment.benchmark import main
 
-    out = tmp_path / "bench.csv"
-    main(["--hidden", "8", "--lengths", "5", "9", "--batch", "3", "--repeats", "1", "--harder", "--device", "cuda",
+    out = tmp_path / "bench.tsv"
+    main(["--hidden", "8", "--lengths", "5", "9", "--batch-size", "3", "--repeats", "1", "--harder", "--device", "cuda",
           "--methods", "anderson", "anderson_graph", "--baselines", "--peers", "--out", str(out)])
-    rows = [r for r in csv.DictReader(out.open()) if r["method"] == "anderson_graph"]
+    rows = [r for r in csv.DictReader(out.open(), delimiter="\t") if r["method"] == "anderson_graph"]
     assert len(rows) == 2 and all(float(r["forward_backward_s"]) > 0 and int(r["failed"]) == 0 for r in rows)
     assert all(float(r["grad_error"]) < 1e-2 for r in rows)

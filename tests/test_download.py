@@ -78,7 +78,7 @@ def one_error(capsys) -> str:
 
 def test_dev_corpora_are_fetched_verified_and_kept(tmp_path, mirror, ewt_dir, nltk_data):
     out = tmp_path / "dev-data"
-    assert main(["download-dev-corpora", "--out", str(out)]) == 0
+    assert main(["download-dev-corpora", "--out-dir", str(out)]) == 0
     fetched = files(out)
     # laid out as INN_SHARED_DATA, byte for byte the pinned files, no temporary left behind
     expected = {f"ud-english-ewt/{name}": ewt_dir / name for name in EWT_FILES.values()}
@@ -88,7 +88,7 @@ def test_dev_corpora_are_fetched_verified_and_kept(tmp_path, mirror, ewt_dir, nl
         assert (out / path).read_bytes() == source.read_bytes(), path
 
     shutil.rmtree(mirror)  # a second run needs no server: it verifies and keeps what is there
-    assert main(["download-dev-corpora", "--out", str(out)]) == 0
+    assert main(["download-dev-corpora", "--out-dir", str(out)]) == 0
     assert files(out) == fetched
 
 
@@ -97,7 +97,7 @@ def test_a_corrupted_copy_in_place_is_refused(tmp_path, mirror, capsys):
     corrupted = out / "ud-english-ewt" / "en_ewt-ud-train.conllu"
     corrupted.parent.mkdir(parents=True)
     corrupted.write_text("# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n")
-    assert main(["download-dev-corpora", "--out", str(out)]) == 2
+    assert main(["download-dev-corpora", "--out-dir", str(out)]) == 2
     error = one_error(capsys)
     assert error.startswith(f"error: {corrupted} does not match its pinned checksum") and "delete it" in error
     assert files(out) == {"ud-english-ewt/en_ewt-ud-train.conllu": corrupted.stat().st_mtime_ns}  # left as it was
@@ -109,7 +109,7 @@ def test_a_corrupted_ewt_download_is_refused_and_not_kept(tmp_path, mirror, ewt_
     text = (ewt_dir / served.name).read_text(encoding="utf-8")
     served.write_text(text[:text.index("\n\n", 100_000) + 2], encoding="utf-8")  # whole sentences: parsable
     out = tmp_path / "dev-data"
-    assert main(["download-dev-corpora", "--out", str(out)]) == 2
+    assert main(["download-dev-corpora", "--out-dir", str(out)]) == 2
     error = one_error(capsys)
     assert error.startswith(f"error: the download of {served.as_uri()} does not match its pinned checksum")
     assert "nothing was kept" in error and "INN_SHARED_DATA" in error
@@ -139,7 +139,7 @@ def test_a_missing_corpus_names_the_fetch_command(tmp_path, monkeypatch, shared)
         conftest._require(download.DEV_NLTK, "corpora/treebank.zip")
     message = str(failed.value)
     assert message.startswith(f"development corpus missing: {folder}/nltk_data/corpora/treebank.zip")
-    assert f"`inn download-dev-corpora --out {folder}`" in message
+    assert f"`inn download-dev-corpora --out-dir {folder}`" in message
     assert ("INN_SHARED_DATA=" in message) == bool(shared)
 
 
@@ -150,7 +150,7 @@ def test_a_missing_corpus_names_the_fetch_command(tmp_path, monkeypatch, shared)
 ])
 def test_offline_download_fails_in_one_line(tmp_path, capsys, offline, command, what, where):
     out = tmp_path / "resources"
-    assert main([*command, "--out", str(out)]) == 2
+    assert main([*command, "--out-dir", str(out)]) == 2
     error = one_error(capsys)
     assert error.startswith(f"error: {what}") and where in error and "\n" not in error
     assert not out.exists() or not files(out)  # nothing half-fetched

@@ -24,6 +24,7 @@ import inn.experiment.train
 from conftest import REPO
 from inn.experiment.cli import main as cli
 from inn.data.walk import generate_walks, save_walks
+from inn.experiment.config import training_defaults
 from inn.errors import InnError
 from inn.io import locked_folder, torch_save
 from inn.experiment.train import OUTPUTS, TrainConfig, train
@@ -33,7 +34,8 @@ SETTINGS = {"max_epochs": 2, "patience": 5}
 
 
 def _cfg(**kw) -> TrainConfig:
-    return TrainConfig(**{**SETTINGS, **kw})
+    """A walks run's settings, from the schema's walks defaults as `inn train --task walks` takes them."""
+    return TrainConfig(**{**training_defaults("walks"), **SETTINGS, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +219,7 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
     train("walks", walk_dir, MODEL, run, _cfg(max_epochs=1), device="cpu")
     ckpt = run / "checkpoint.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:500])
-    assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out", str(run)]) == 2
+    assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out-dir", str(run)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith(f"error: cannot read checkpoint {ckpt} (truncated, or not a "
                                                          "torch file: ")
@@ -253,7 +255,7 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
     (["--seed", "-1"], "training.seed: -1 is less than the minimum of 0"),
 ])
 def test_bad_train_input_gives_one_line(tmp_path, walk_dir, capsys, args, line):
-    base = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(tmp_path)]
+    base = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path)]
     assert cli(base + args) == 2
     assert capsys.readouterr().err == f"error: {line}\n"
 
@@ -263,12 +265,12 @@ def test_empty_data_gives_one_line(tmp_path, walk_dir, capsys):
     empty.mkdir()
     torch.save({"x": torch.zeros(0, 1, 3), "y": torch.zeros(0, 1, dtype=torch.long),
                 "lengths": torch.zeros(0, dtype=torch.long)}, empty / "train.pt")
-    assert cli(["train", "--task", "walks", "--data", str(empty), "--model", MODEL, "--out", str(tmp_path / "r")]) == 2
+    assert cli(["train", "--task", "walks", "--data", str(empty), "--model", MODEL, "--out-dir", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == f"error: {empty}/train.pt holds no walks\n"
     train("walks", walk_dir, MODEL, tmp_path / "run", _cfg(max_epochs=1), device="cpu")
     with pytest.raises(SystemExit, match="2"):  # argparse: usage, then the line naming the argument
         cli(["evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--data", str(walk_dir),
-             "--out", str(tmp_path / "run"), "--max-sequences", "0"])
+             "--out-dir", str(tmp_path / "run"), "--max-sequences", "0"])
     assert capsys.readouterr().err.splitlines()[-1] == ("inn evaluate: error: argument --max-sequences: must be a "
                                                         "whole number of at least 1, not '0'")
 
@@ -310,7 +312,7 @@ SLOW_INN = """\
 import sys, time
 from pathlib import Path
 import inn.experiment.cli, inn.experiment.train
-run_epoch, last = inn.experiment.train._train_epoch, Path(sys.argv[sys.argv.index("--out") + 1]) / "last.pt"
+run_epoch, last = inn.experiment.train._train_epoch, Path(sys.argv[sys.argv.index("--out-dir") + 1]) / "last.pt"
 def slow_epoch(*args, **kwargs):
     if last.is_file():
         print("epoch started", flush=True)
@@ -323,7 +325,7 @@ sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 
 def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_dir, straight, monkeypatch,
                                                                   capsys):
-    args = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(tmp_path),
+    args = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path),
             "--device", "cpu", "--threads", "1", "--settings", '{"training": {"max_epochs": 2}}']
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2

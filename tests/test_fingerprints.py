@@ -105,11 +105,11 @@ def test_evaluate_refuses_a_model_of_other_data(tmp_path, corpora, model, capsys
     a, b = _prepare(corpora, "a", tmp_path / "a"), _prepare(corpora, "b", tmp_path / "b")
     run = tmp_path / "run"
     if model == "perceptron":
-        assert main(["train-perceptron", "--data", str(a), "--out", str(run), "--iterations", "1"]) == 0
+        assert main(["train-perceptron", "--data", str(a), "--out-dir", str(run), "--iterations", "1"]) == 0
     else:
         train("pos", a, model, run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu",
               meta={"dataset": "a"})
-    status = main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(b), "--out",
+    status = main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(b), "--out-dir",
                    str(tmp_path / "eval")])
     assert (status, capsys.readouterr().err) == (2, (
         f"error: {run / 'checkpoint.pt'} was trained on other data (a, fingerprint {data_fingerprint(a)}) than {b} "
@@ -117,7 +117,7 @@ def test_evaluate_refuses_a_model_of_other_data(tmp_path, corpora, model, capsys
         "with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`\n"))
     assert not (tmp_path / "eval" / "metrics.json").exists()
     # on its own data: the metrics name the data scored, and its fingerprint
-    assert main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(a), "--out",
+    assert main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(a), "--out-dir",
                  str(tmp_path / "eval")]) == 0
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert (metrics["dataset"], metrics["data"], metrics["data_fingerprint"]) == ("a", str(a), data_fingerprint(a))

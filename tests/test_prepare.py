@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_prepare_pos_writes_splits_features_and_summary(tmp_path, nltk_data):
     out = tmp_path / "ptb"
     status = main(["prepare-pos", "--corpus", "ptb_sample", "--format", "nltk_treebank",
-                   "--nltk-data", str(nltk_data), "--out", str(out), "--max-words", "1000"])
+                   "--nltk-data", str(nltk_data), "--out-dir", str(out), "--max-words", "1000"])
     assert status == 0
     assert len(read_tagged(out / "dev.tsv")) == 433
     features = FeatureExtractor.load(out / "features.json")
@@ -40,7 +40,7 @@ def test_malformed_corpus_gives_one_line_and_no_outputs(tmp_path, ewt_dir):
     out = tmp_path / "out"
     files = [f"--{split}={corpus}/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")]
     result = subprocess.run([sys.executable, "-m", "inn", "prepare-pos", "--corpus", "ewt", "--format", "conllu",
-                             *files, "--out", str(out)],
+                             *files, "--out-dir", str(out)],
                             capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "src")})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (

@@ -87,7 +87,7 @@ def runs(tmp_path):
                   "--predictions", *[str(m.parent / "predictions.tsv") for m, _ in files],
                   "--floors", *[str(f / "floor.tsv") for f in floors],
                   "--floor-predictions", *[str(f / "floor_predictions.tsv") for f in floors],
-                  "--corpora", "ewt", "--out", str(out)])
+                  "--corpora", "ewt", "--out-dir", str(out)])
     return tmp_path, [h for _, h in files]
 
 
@@ -208,7 +208,7 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
 def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
     """Forward-only TorchDEQ rows get a forward table of their own, with each row's time over
     our fastest solver's at the longest n."""
-    from inn.experiment.benchmark import Row, write_csv
+    from inn.experiment.benchmark import Row, write_rows
     from inn.experiment.report import benchmark_tables
 
     common = dict(weights="init", hidden=8, batch=2, device="cpu", dtype="float32")
@@ -220,9 +220,9 @@ def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
                  Row(method="torchdeq_anderson", n=n, forward_s=0.03 * n, function_evals=20, residual_max=5e-5,
                      **common),
                  Row(method="bigru", n=n, forward_s=0.001 * n, forward_backward_s=0.004 * n, **common)]
-    path = tmp_path / "benchmark" / "pos" / "ewt" / "inn" / "seed1.csv"
+    path = tmp_path / "benchmark" / "pos" / "ewt" / "inn" / "seed1.tsv"
     path.parent.mkdir(parents=True)
-    write_csv(path, rows)
+    write_rows(path, rows)
     tables = benchmark_tables([path])
     assert [t["title"] for t in tables] == ["pos ewt: init weights, k = 8",
                                             "pos ewt: init weights, k = 8: forward, ours and TorchDEQ's"]

@@ -69,7 +69,7 @@ def test_train_config_defaults_are_the_schemas():
 def test_misspelt_settings_section_is_refused_before_any_work(tmp_path, walk_dir, capsys):
     """The trial: `"trainig"` was ignored and the run trained 30 epochs on the whole corpus."""
     out = tmp_path / "run"
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(out),
+    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(out),
                 "--settings", '{"trainig": {"max_epochs": 1}, "model": {}}']) == 2
     assert _one_line(capsys) == "error: --settings: trainig: unknown key (allowed: meta, model, training)"
     assert not out.exists()
@@ -77,7 +77,7 @@ def test_misspelt_settings_section_is_refused_before_any_work(tmp_path, walk_dir
 
 def test_infinite_settings_are_refused(tmp_path, walk_dir, capsys):
     """JSON's Infinity passes every minimum of a schema; a tolerance of infinity would converge at once."""
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(tmp_path),
+    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path),
                 "--settings", '{"model": {"solver_options": {"tol": Infinity}}}']) == 2
     assert _one_line(capsys) == "error: --settings: model.solver_options.tol: inf is not a finite number"
     with pytest.raises(InnError, match=r"^training\.lr: nan is not a finite number$"):
@@ -86,13 +86,13 @@ def test_infinite_settings_are_refused(tmp_path, walk_dir, capsys):
 
 def test_settings_file_is_checked_and_its_meta_kept(tmp_path, walk_dir):
     (tmp_path / "s.json").write_text('{"training": {"max_epochs": 1}, "meta": {"scale": "test"}}')
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(tmp_path / "r"),
+    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path / "r"),
                 "--settings-file", str(tmp_path / "s.json"), "--device", "cpu"]) == 0
     assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)["meta"]["scale"] == "test"
     (tmp_path / "bad.json").write_text('{"model": {"solver_options": {"tol": -1}}}')
     with pytest.raises(InnError, match=rf"^--settings-file {tmp_path}/bad\.json: model\.solver_options\.tol: -1 is "
                                        r"less than or equal to the minimum of 0$"):
-        train_module.main(["--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out", str(tmp_path / "r"),
+        train_module.main(["--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path / "r"),
                            "--settings-file", str(tmp_path / "bad.json")])
 
 
@@ -166,7 +166,7 @@ def test_damaged_features_json_is_one_line(tmp_path, pos_dir, capsys, content, p
     fix = r": delete it and prepare the corpus again \(the data stage rewrites it\)$"
     with pytest.raises(InnError, match=rf"^damaged feature vocabularies {data}/features\.json \({problem}\){fix}"):
         FeatureExtractor.load(data / "features.json")
-    assert cli(["train", "--task", "pos", "--data", str(data), "--model", "gru", "--out", str(tmp_path / "run"),
+    assert cli(["train", "--task", "pos", "--data", str(data), "--model", "gru", "--out-dir", str(tmp_path / "run"),
                 "--settings", '{"model": {"hidden_size": 3}}']) == 2
     assert _one_line(capsys).startswith(f"error: damaged feature vocabularies {data}/features.json (")
 
@@ -192,7 +192,7 @@ def test_last_pt_that_is_a_folder_is_found_before_any_work(tmp_path, walk_dir, m
     (["--b", "1", "--dim", "0"], "argument --dim: must be a whole number of at least 1, not '0'"),
 ])
 def test_generate_walks_numbers(tmp_path, capsys, args, line):
-    base = ["generate-walks", "--dim", "2", "--seed", "1", "--out", str(tmp_path / "w")]
+    base = ["generate-walks", "--dim", "2", "--seed", "1", "--out-dir", str(tmp_path / "w")]
     with pytest.raises(SystemExit, match="2"):
         cli(base + args)
     assert capsys.readouterr().err.splitlines()[-1] == f"inn generate-walks: error: {line}"
@@ -202,21 +202,21 @@ def test_generate_walks_numbers(tmp_path, capsys, args, line):
 @pytest.mark.parametrize("args, line", [
     (["--lengths", "-5"], "argument --lengths: must be a whole number of at least 1, not '-5'"),
     (["--lengths", "0", "4"], "argument --lengths: must be a whole number of at least 1, not '0'"),
-    (["--batch", "0"], "argument --batch: must be a whole number of at least 1, not '0'"),
+    (["--batch-size", "0"], "argument --batch-size: must be a whole number of at least 1, not '0'"),
     (["--hidden", "0"], "argument --hidden: must be a whole number of at least 1, not '0'"),
     (["--repeats", "0"], "argument --repeats: must be a whole number of at least 1, not '0'"),
     (["--tol", "-1"], "argument --tol: must be a finite number above 0, not '-1'"),
 ])
 def test_benchmark_numbers(tmp_path, capsys, args, line):
     with pytest.raises(SystemExit, match="2"):
-        cli(["benchmark", "--out", str(tmp_path / "b.csv")] + args)
+        cli(["benchmark", "--out", str(tmp_path / "b.tsv")] + args)
     assert capsys.readouterr().err.splitlines()[-1] == f"inn benchmark: error: {line}"
 
 
 def test_benchmark_text_file_as_checkpoint(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not weights\n")
     assert cli(["benchmark", "--checkpoint", str(tmp_path / "notes.txt"), "--hidden", "4", "--lengths", "3",
-                "--repeats", "1", "--out", str(tmp_path / "b.csv")]) == 2
+                "--repeats", "1", "--out", str(tmp_path / "b.tsv")]) == 2
     assert _one_line(capsys) == (f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
                                  "checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer")
 

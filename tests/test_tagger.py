@@ -91,11 +91,11 @@ def models(tmp_path_factory, ewt_small):
     meta = {"dataset": "ewt", "seed": 1, "scale": "test"}
     train("pos", ewt_small, "inn", root / "inn", CFG, INN_FAST, device="cpu", meta=meta)
     train("pos", ewt_small, "bilstm", root / "bilstm", CFG, {"hidden_size": 8}, device="cpu", meta=meta)
-    assert main(["train-perceptron", "--data", str(ewt_small), "--out", str(root / "perceptron"),
+    assert main(["train-perceptron", "--data", str(ewt_small), "--out-dir", str(root / "perceptron"),
                  "--max-train", "300", "--iterations", "1", "--scale", "test"]) == 0
     for name in ("inn", "bilstm", "perceptron"):
         assert main(["evaluate", "--checkpoint", str(root / name / "checkpoint.pt"), "--data", str(ewt_small),
-                     "--out", str(root / name / "eval")]) == 0
+                     "--out-dir", str(root / name / "eval")]) == 0
     return root
 
 

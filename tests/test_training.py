@@ -100,11 +100,11 @@ def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model,
 
     train("pos", pos_dir, model, tmp_path, _cfg(max_epochs=1), {"hidden_size": 6, **INN_FAST}, device="cpu",
           meta={"dataset": "ewt", "seed": 1})
-    out = tmp_path / "bench.csv"
-    args = ["--checkpoint", str(tmp_path / "checkpoint.pt"), "--hidden", "6", "--lengths", "3", "6", "--batch", "2",
+    out = tmp_path / "bench.tsv"
+    args = ["--checkpoint", str(tmp_path / "checkpoint.pt"), "--hidden", "6", "--lengths", "3", "6", "--batch-size", "2",
             "--repeats", "1", "--harder", "--methods", "anderson", "--baselines", cell, "--peers", "--out", str(out)]
     benchmark(args + ["--data", str(pos_dir)])
-    rows = pd.read_csv(out)
+    rows = pd.read_csv(out, sep="\t")
     trained = rows[(rows.weights == "checkpoint") & (rows.method == "anderson")]
     assert list(trained.n) == [3, 6] and (trained.failed == 0).all() and (trained.newton_mean > 0).all()
     assert (trained.cell == cell).all() and (trained.grad_error < 1e-2).all()
@@ -265,12 +265,12 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
     from inn.experiment.cli import main
 
     out = tmp_path / "perceptron"
-    assert main(["train-perceptron", "--data", str(pos_dir), "--out", str(out), "--max-train", "300",
+    assert main(["train-perceptron", "--data", str(pos_dir), "--out-dir", str(out), "--max-train", "300",
                  "--iterations", "2"]) == 0
     history = pd.read_csv(out / "history.tsv", sep="\t")
     assert len(history) == 1 and history.dev_accuracy.iloc[0] > 70
     assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
-                 "--out", str(out), "--max-sequences", "100"]) == 0
+                 "--out-dir", str(out), "--max-sequences", "100"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "perceptron" and metrics["task"] == "pos"
     assert 70 < metrics["accuracy"] < 100 and metrics["unseen_accuracy"] < metrics["accuracy"]
@@ -280,11 +280,11 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
 def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     from inn.experiment.cli import main
 
-    assert main(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out", str(tmp_path),
+    assert main(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir", str(tmp_path),
                  "--settings", '{"training": {"learning_rate": 1}}']) == 2
     assert capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
-                 "--out", str(tmp_path)]) == 2
+                 "--out-dir", str(tmp_path)]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
 
 

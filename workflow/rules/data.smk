@@ -23,7 +23,7 @@ rule download_ewt:
     conda:
         ENV
     shell:
-        "python -m inn download-ewt --release {params.release} --out {params.out} 2> {log}"
+        "python -m inn download-ewt --release {params.release} --out-dir {params.out} 2> {log}"
         " || (tail -n 1 {log} >&2; exit 1)"
 
 
@@ -37,7 +37,7 @@ rule download_treebank:
     conda:
         ENV
     shell:
-        "python -m inn download-treebank --out {params.out} 2> {log} || (tail -n 1 {log} >&2; exit 1)"
+        "python -m inn download-treebank --out-dir {params.out} 2> {log} || (tail -n 1 {log} >&2; exit 1)"
 
 
 rule prepare_corpus:
@@ -65,7 +65,7 @@ rule prepare_corpus:
         "python -m inn prepare-pos --corpus {wildcards.corpus} {params.source}"
         " --max-words {params.features[max_words]} --max-affixes {params.features[max_affixes]}"
         " --word-dim {params.features[word_dim]} --affix-dim {params.features[affix_dim]}"
-        " --out results/data/pos/{wildcards.corpus} 2> {log}"
+        " --out-dir results/data/pos/{wildcards.corpus} 2> {log}"
 
 
 rule generate_walks:
@@ -89,7 +89,7 @@ rule generate_walks:
         "python -m inn generate-walks --b {wildcards.b} --dim {params.walks[dim]}"
         " --direction {params.walks[direction]} --max-len {params.walks[max_len]} --seed {params.seed}"
         " --train {params.walks[sizes][train]} --dev {params.walks[sizes][dev]}"
-        " --test {params.walks[sizes][test]} --out results/data/walks/b{wildcards.b} 2> {log}"
+        " --test {params.walks[sizes][test]} --out-dir results/data/walks/b{wildcards.b} 2> {log}"
 
 
 rule walk_floor:

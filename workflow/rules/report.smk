@@ -25,7 +25,7 @@ rule collect_tables:
         "python -m inn collect --metrics {input.metrics} --histories {input.histories}"
         " --predictions {input.predictions} --floors {input.floors}"
         " --floor-predictions {input.floor_predictions}"
-        " --corpora {params.corpora} --out {params.out} 2> {log}"
+        " --corpora {params.corpora} --out-dir {params.out} 2> {log}"
 
 
 rule render_report:
@@ -34,7 +34,7 @@ rule render_report:
         data=rules.summarize_data.output,
         histories=run_files(f"results/train/{RUN}/history.tsv", training_runs()),
         timing=rules.fit_timing.output if config["timing"]["enabled"] else [],
-        benchmarks=run_files("results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv", benchmarked_runs()),
+        benchmarks=run_files("results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.tsv", benchmarked_runs()),
     output:
         report("results/report/index.html", category="Report", caption="../report/report.rst"),
     log:

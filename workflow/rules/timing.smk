@@ -50,8 +50,8 @@ rule benchmark_implicit:
         checkpoint=f"results/train/{RUN}/checkpoint.pt",
         data=data_files(["dev"]),
     output:
-        measurements="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.csv",
-        fits="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}_fits.csv",
+        measurements="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}.tsv",
+        fits="results/timing/benchmark/{task}/{dataset}/{model}/seed{seed}_fits.tsv",
     log:
         "logs/benchmark_implicit/{task}/{dataset}/{model}/seed{seed}.log",
     benchmark:
@@ -76,6 +76,6 @@ rule benchmark_implicit:
     shell:
         "python -m inn benchmark --checkpoint {input.checkpoint} --data {params.data} --hidden {params.hidden}"
         " --harder --lengths {params.timing[lengths]}"
-        " --batch {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
+        " --batch-size {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"
         " --threads {threads}{params.peers} --out {output.measurements} --fits-out {output.fits} 2> {log}"

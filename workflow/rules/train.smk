@@ -30,7 +30,7 @@ rule train_model:
         ENV
     shell:
         "python -m inn train --task {wildcards.task} --data {params.data} --model {wildcards.model}"
-        " --seed {wildcards.seed} --out {params.out} --device {params.device} --threads {threads}"
+        " --seed {wildcards.seed} --out-dir {params.out} --device {params.device} --threads {threads}"
         " --settings {params.settings:q} 2> {log}"
 
 
@@ -60,7 +60,7 @@ rule train_perceptron:
     conda:
         ENV
     shell:
-        "python -m inn train-perceptron --data {params.data} --out {params.out} --seed {wildcards.seed}"
+        "python -m inn train-perceptron --data {params.data} --out-dir {params.out} --seed {wildcards.seed}"
         " --iterations {params.iterations} {params.max_train} --scale {params.scale} 2> {log}"
 
 
@@ -88,7 +88,7 @@ rule evaluate_model:
         ENV
     shell:
         "python -m inn evaluate --checkpoint {input.checkpoint} --history {input.history}"
-        " --data {params.data} --split test --out {params.out} --device {params.device}"
+        " --data {params.data} --split test --out-dir {params.out} --device {params.device}"
         " --threads {threads} 2> {log}"
 
 

@@ -312,7 +312,7 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         where = (f"the NLTK data folder {nltk_data} holds no corpora/treebank" if nltk_data is not None
                  else "NLTK's treebank sample is not installed")
         raise InnError(
-            f"{where}: run `inn download-treebank --out DIR` and point corpora.ptb_sample.nltk_data "
+            f"{where}: run `inn download-treebank --out-dir DIR` and point corpora.ptb_sample.nltk_data "
             "(or NLTK_DATA) at DIR, a folder holding corpora/treebank"
         ) from None
     finally:

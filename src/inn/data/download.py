@@ -174,21 +174,21 @@ def fetch_dev_corpora(out: str | Path) -> None:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn download-ewt", description=fetch_ewt.__doc__)
     parser.add_argument("--release", default=EWT_RELEASE, help="UD_English-EWT git tag")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
     fetch_ewt(args.release, args.out)
 
 
 def treebank_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn download-treebank", description=fetch_treebank.__doc__)
-    parser.add_argument("--out", required=True, help="NLTK data folder (the archive goes to corpora/)")
+    parser.add_argument("--out-dir", dest="out", required=True, help="NLTK data folder (the archive goes to corpora/)")
     args = parser.parse_args(argv)
     fetch_treebank(args.out)
 
 
 def dev_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn download-dev-corpora", description=fetch_dev_corpora.__doc__)
-    parser.add_argument("--out", required=True,
+    parser.add_argument("--out-dir", dest="out", required=True,
                         help="folder for the corpora: the checkout's .dev-data is where the tests look by default")
     args = parser.parse_args(argv)
     fetch_dev_corpora(args.out)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import io
 import itertools
 import logging
@@ -43,15 +42,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pandas as pd
 import torch
 from torch import nn
 
 from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import atomic_open, torch_load_problem
+from inn.io import torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, synchronize
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
+from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
 
@@ -542,29 +543,17 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def write_csv(path: str | Path, rows: list[Row]) -> None:
-    """One row per measurement, written atomically."""
+def write_rows(path: str | Path, rows: list[Row]) -> None:
+    """One row per measurement, as TSV (:func:`inn.tables.write_tsv`), written atomically."""
     names = list(asdict(rows[0]).keys()) if rows else [f.name for f in Row.__dataclass_fields__.values()]
-    with atomic_open(path, newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(asdict(row))
-
-
-def write_fits_csv(path: str | Path, fit_rows: list[dict]) -> None:
-    """The fits (:func:`fits`, at least one), one row per (weights, k, method), written atomically."""
-    with atomic_open(path, newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(fit_rows[0]))
-        writer.writeheader()
-        writer.writerows(fit_rows)
+    write_tsv(path, pd.DataFrame([asdict(row) for row in rows], columns=names))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inn benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hidden", type=positive_int, nargs="+", default=[200, 448], help="hidden sizes k")
     parser.add_argument("--lengths", type=positive_int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n")
-    parser.add_argument("--batch", type=positive_int, default=20)
+    parser.add_argument("--batch-size", dest="batch", type=positive_int, default=20, help="sequences per batch")
     parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
                         help=f"implicit methods: {', '.join(METHODS)}")
     parser.add_argument("--peers", nargs="*", default=None,
@@ -587,15 +576,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=positive_float, default=60.0,
                         help="budget per method and (weights, k, n): a method whose forward+backward takes over "
                              "max-seconds / (repeats + 1) is timed once and skipped at longer n")
-    parser.add_argument("--threads", type=at_least(0), default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's)")
     parser.add_argument("--clock", choices=["wall", "process"], default="wall",
                         help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
                              "busy machine: it measures work, not the neighbours' load)")
-    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument("--seed", type=at_least(0), default=1)
     parser.add_argument("--jvp-only", action="store_true",
                         help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
-    parser.add_argument("--out", default="results/benchmark/benchmark.csv", help="CSV of measurements")
-    parser.add_argument("--fits-out", help="CSV of the fits (default: beside --out, *_fits.csv)")
+    parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
+    parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
     return parser
 
 
@@ -620,19 +609,16 @@ def main(argv: list[str] | None = None) -> None:
         raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
     if args.jvp_only:
         variants = jvp_variants(args)
-        with atomic_open(args.out, newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(variants[0]))
-            writer.writeheader()
-            writer.writerows(variants)
+        write_tsv(args.out, pd.DataFrame(variants))
         for v in variants:
             print(f"{v['cell']:<4} k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
         return
     rows = run(args)
     fit_rows = fits(rows)
-    write_csv(args.out, rows)
+    write_rows(args.out, rows)
     if fit_rows:
-        fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.csv"))
-        write_fits_csv(fits_out, fit_rows)
+        fits_out = args.fits_out or str(Path(args.out).with_name(Path(args.out).stem + "_fits.tsv"))
+        write_tsv(fits_out, pd.DataFrame(fit_rows))
         log.info("wrote %s and %s", args.out, fits_out)
     else:
         log.info("wrote %s (one length timed: no fits t = a n^p)", args.out)

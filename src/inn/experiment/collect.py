@@ -346,7 +346,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--floors", nargs="*", default=[], help="the walks' floor.tsv files")
     parser.add_argument("--floor-predictions", nargs="*", default=[], help="the walks' floor_predictions.tsv")
     parser.add_argument("--corpora", nargs="*", default=[], help="POS corpora, in report order")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
     runs = load_runs(args.metrics, args.histories, args.predictions)
     floors = load_floors(args.floors, args.floor_predictions)

@@ -97,6 +97,12 @@ def _schema() -> dict:
     return load_schema(SCHEMA)
 
 
+def training_defaults(task: str) -> dict:
+    """The schema's default training settings of ``task`` (``training.pos`` or ``training.walks``):
+    what ``inn train`` uses for a setting that ``--settings`` does not give, as the workflow does."""
+    return validate_config({}, _schema())["training"][task]
+
+
 def _check_finite(values: object, key: str) -> None:
     """Refuse an infinite or NaN number anywhere in ``values`` (YAML ``.inf``, JSON ``Infinity``):
     JSON Schema ranges let infinity through (``.inf`` exceeds any minimum), and no setting has a
@@ -323,4 +329,4 @@ def _check_corpus_path(path: Path, format: str, where: str) -> None:
             raise InnError(f"{where} holds no sentences: name a file with at least one")
     elif format == "nltk_treebank" and not any((path / "corpora" / name).exists() for name in ("treebank", "treebank.zip")):
         raise InnError(f"{where} holds no corpora/treebank (NLTK's treebank sample): run `inn download-treebank "
-                       "--out DIR` and name DIR, or null to search NLTK_DATA")
+                       "--out-dir DIR` and name DIR, or null to search NLTK_DATA")

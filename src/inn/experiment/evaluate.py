@@ -141,7 +141,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--data", required=True, help="the prepared data folder the model was trained on")
     parser.add_argument("--split", default="test", choices=["train", "dev", "test"])
     parser.add_argument("--history", help="history.tsv of the run (adds its epoch count and times)")
-    parser.add_argument("--out", required=True, help="output folder (metrics.json, predictions.tsv)")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder (metrics.json, predictions.tsv)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=positive_int)
     parser.add_argument("--max-sequences", type=positive_int, help="score only the first N sequences")

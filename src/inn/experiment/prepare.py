@@ -116,7 +116,7 @@ def prepare_pos_main(argv: list[str]) -> None:
     parser.add_argument("--tags", choices=["xpos", "upos"], default="xpos", help="the CoNLL-U tag column")
     parser.add_argument("--path", help="the root of the LDC Penn Treebank 3 copy (ptb)")
     parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     parser.add_argument("--max-words", type=positive_int, default=39_000)
     parser.add_argument("--max-affixes", type=positive_int, default=2_000)
     parser.add_argument("--word-dim", type=positive_int, default=320)
@@ -142,7 +142,7 @@ def generate_walks_main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=at_least(0), required=True)
     for split, default in zip(SPLITS, (50_000, 2_500, 5_000)):
         parser.add_argument(f"--{split}", type=positive_int, default=default, help=f"{split} sequences")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
     sizes = {split: getattr(args, split) for split in SPLITS}
     prepare_walks(args.b, args.dim, sizes, args.seed, args.out, max_len=args.max_len, direction=args.direction)

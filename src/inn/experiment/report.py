@@ -201,7 +201,7 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
     """
     tables = []
     for path in paths:
-        frame = pd.read_csv(path)
+        frame = read_tsv(path)
         key = run_key(path)
         for (weights, hidden), group in frame.groupby(["weights", "hidden"], sort=False):
             pivot = group.pivot_table(index="method", columns="n", values="forward_backward_s", aggfunc="min")

@@ -52,7 +52,7 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
-from inn.experiment.config import check_settings
+from inn.experiment.config import check_settings, training_defaults
 from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
@@ -658,7 +658,7 @@ def _settings_from(args) -> tuple[TrainConfig, dict, dict]:
             raise InnError(f"cannot read --settings-file {args.settings_file}: "
                            f"{getattr(exc, 'strerror', None) or exc}") from None
         settings = {**_json_settings(text, f"--settings-file {args.settings_file}"), **settings}
-    training = dict(settings.get("training", {}))
+    training = {**training_defaults(args.task), **settings.get("training", {})}  # the schema's defaults of the task
     if args.seed is not None:
         training["seed"] = args.seed
     return TrainConfig(**training), settings.get("model", {}), dict(settings.get("meta", {}))
@@ -671,7 +671,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
     parser.add_argument("--model", required=True, help="a neural model of inn.models.MODELS (inn, inn_lstm, gru, lstm, "
                         "bigru, bilstm), optionally with a size: bilstm-h300")
-    parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder (checkpoint.pt, history.tsv)")
     parser.add_argument("--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}')
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)

@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
     """``inn train-perceptron``: train NLTK's averaged perceptron on a prepared POS folder."""
     parser = argparse.ArgumentParser(prog="inn train-perceptron", description=run.__doc__)
     parser.add_argument("--data", required=True, help="prepared POS folder (results/data/pos/ewt)")
-    parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, history.tsv)")
+    parser.add_argument("--out-dir", dest="out", required=True, help="output folder (checkpoint.pt, history.tsv)")
     parser.add_argument("--iterations", type=positive_int, default=5, help="training passes (NLTK's default: 5)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-train", type=positive_int, help="use only the first N training sentences")
