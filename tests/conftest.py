@@ -111,3 +111,17 @@ def make_batch(B=3, n=6, input_size=5, lengths=None, dtype=torch.float64):
         for b, length in enumerate(lengths):
             mask[b, length:] = False
     return xi, mask
+
+
+def assert_gradcheck(layer, xi, mask) -> None:
+    """float64 gradcheck of an implicit layer's output against its input and every parameter
+    (one at a time, through ``torch.func.functional_call``): the implicit backward's gradients
+    against finite differences."""
+    xi = xi.detach().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x: layer(x, mask), (xi,), atol=1e-7, rtol=1e-6)
+    for name, p in layer.named_parameters():
+        def functional(v, name=name):
+            return torch.func.functional_call(layer, {name: v}, (xi.detach(), mask))
+
+        v = p.detach().clone().requires_grad_(True)
+        assert torch.autograd.gradcheck(functional, (v,), atol=1e-7, rtol=1e-6), name

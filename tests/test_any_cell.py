@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_batch
+from conftest import assert_gradcheck, make_batch
 from inn.nn import ImplicitSequence
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
@@ -161,14 +161,7 @@ def test_float32_with_mixed_precision_asked_for_solves_in_float32():
 def test_gradcheck_through_implicit_backward():
     layer = make_tanh(input_size=2, state_size=3, trainable_boundary=True, tol=1e-13, backward_tol=1e-13)
     xi, mask = make_batch(B=2, n=4, input_size=2, lengths=[4, 3])
-    xi.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda x: layer(x, mask), (xi,), atol=1e-7, rtol=1e-6)
-    for name, p in layer.named_parameters():
-        def functional(v, name=name):
-            return torch.func.functional_call(layer, {name: v}, (xi.detach(), mask))
-
-        v = p.detach().clone().requires_grad_(True)
-        assert torch.autograd.gradcheck(functional, (v,), atol=1e-7, rtol=1e-6), name
+    assert_gradcheck(layer, xi, mask)
 
 
 @pytest.mark.parametrize("method", sorted(ADJOINT_SOLVERS))

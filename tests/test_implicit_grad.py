@@ -3,21 +3,14 @@
 import pytest
 import torch
 
-from conftest import make_batch, make_layer
+from conftest import assert_gradcheck, make_batch, make_layer
 from inn.solvers import ADJOINT_SOLVERS
 
 
 def test_gradcheck_through_implicit_backward():
     layer = make_layer(input_size=2, hidden=3, tol=1e-13, backward_tol=1e-13, trainable_boundary=True)
     xi, mask = make_batch(B=2, n=4, input_size=2, lengths=[4, 3])
-    xi.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda x: layer(x, mask), (xi,), atol=1e-7, rtol=1e-6)
-    for name, p in layer.named_parameters():
-        def functional(v, name=name):
-            return torch.func.functional_call(layer, {name: v}, (xi.detach(), mask))
-
-        v = p.detach().clone().requires_grad_(True)
-        assert torch.autograd.gradcheck(functional, (v,), atol=1e-7, rtol=1e-6), name
+    assert_gradcheck(layer, xi, mask)
 
 
 def _unrolled(layer, xi, mask, iterations=400):

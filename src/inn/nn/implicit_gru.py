@@ -33,7 +33,6 @@ depend on what it is batched with.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -42,6 +41,7 @@ from torch import Tensor, nn
 
 from inn.nn.implicit_layer import (
     CellLinearization,
+    HeldCell,
     ImplicitSequence,
     ImplicitSystem,
     affine,
@@ -181,7 +181,7 @@ class GRULinearization(CellLinearization):
         return self.mask_blocks(t, L, R)
 
 
-class GRUCell(nn.Module):
+class GRUCell(HeldCell):
     """The implicit GRU's cell f(x_t, h_{t-1}, h_{t+1}) with every hook of
     :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
 
@@ -204,17 +204,6 @@ class GRUCell(nn.Module):
         self.weight_zr = nn.Parameter(torch.empty(2 * k, k))  # U_z; U_r
         self.weight_c = nn.Parameter(torch.empty(k, k))  # U
         self.reset_parameters()
-
-    @property
-    def params(self) -> nn.Module:
-        """Where the parameters live: this cell, or the layer holding them."""
-        return self.__dict__.get("holder", self)
-
-    def reset_parameters(self) -> None:
-        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU does."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.params.weight_x, self.params.bias, *self.weights()):
-            nn.init.uniform_(p, -bound, bound)
 
     def weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """The recurrent matrices, in the order :func:`transition` takes them."""

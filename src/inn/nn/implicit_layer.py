@@ -29,6 +29,7 @@ states do not depend on what it is batched with.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Protocol
 
 import torch
@@ -497,6 +498,30 @@ class ImplicitSystem(BatchTensors):
         nxt = torch.where(self.next_real.unsqueeze(-1), nxt, self.h_end.expand(B, 1, K))
         h, _ = self.evaluate(self.X, prev, nxt)
         return h * self.maskf
+
+
+class HeldCell(nn.Module):
+    """Base of the cells whose parameters the layer may hold under their flat names (the implicit
+    GRU's and LSTM's, so that checkpoints keep their keys): :attr:`params` is where they live,
+    and they start uniform in +-1/sqrt(k), as torch's GRU and LSTM do. A subclass creates its
+    parameters and names its recurrent matrices in :meth:`weights`."""
+
+    hidden_size: int
+
+    @property
+    def params(self) -> nn.Module:
+        """Where the parameters live: this cell, or the layer holding them."""
+        return self.__dict__.get("holder", self)
+
+    def weights(self) -> tuple[Tensor, ...]:
+        """The recurrent matrices, in the order the cell's ``transition`` takes them."""
+        raise NotImplementedError
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.GRU and torch.nn.LSTM do."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.params.weight_x, self.params.bias, *self.weights()):
+            nn.init.uniform_(p, -bound, bound)
 
 
 class ImplicitSequence(nn.Module):

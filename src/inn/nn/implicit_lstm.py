@@ -26,7 +26,6 @@ learned), and the layer outputs h. The switch is the implicit GRU's, computed st
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -35,6 +34,7 @@ from torch import Tensor, nn
 
 from inn.nn.implicit_layer import (
     CellLinearization,
+    HeldCell,
     ImplicitSequence,
     ImplicitSystem,
     affine,
@@ -185,7 +185,7 @@ class LSTMLinearization(CellLinearization):
         return self.mask_blocks(t, L, R)
 
 
-class LSTMCell(nn.Module):
+class LSTMCell(HeldCell):
     """The implicit LSTM's cell, state [h; c] (2k) -> [h; c], with the hooks of
     :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
 
@@ -207,17 +207,6 @@ class LSTMCell(nn.Module):
         self.weight_pn = nn.Parameter(torch.empty(2 * k, k))  # U_p; U_n
         self.weight_gates = nn.Parameter(torch.empty(4 * k, k))  # U_i; U_f; U_o; U_g
         self.reset_parameters()
-
-    @property
-    def params(self) -> nn.Module:
-        """Where the parameters live: this cell, or the layer holding them."""
-        return self.__dict__.get("holder", self)
-
-    def reset_parameters(self) -> None:
-        """Uniform(-1/sqrt(k), 1/sqrt(k)), as torch.nn.LSTM does."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.params.weight_x, self.params.bias, *self.weights()):
-            nn.init.uniform_(p, -bound, bound)
 
     def weights(self) -> tuple[Tensor, Tensor]:
         """The recurrent matrices, in the order :func:`transition` takes them."""
