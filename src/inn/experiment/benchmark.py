@@ -86,6 +86,14 @@ CUDA_ONLY = ("anderson_graph",)
 BASELINES = ("gru", "lstm")
 
 
+def baseline_name(cell: str) -> str:
+    """The registry's bidirectional explicit model of a cell (``gru`` -> ``bigru``): the name of
+    the benchmark's baseline rows, as the tables and the report spell that model."""
+    from inn.models import MODELS
+
+    return next(name for name, spec in MODELS.items() if spec.cell == cell and spec.bidirectional and not spec.implicit)
+
+
 @dataclass
 class Row:
     """One measurement (one CSV row)."""
@@ -407,8 +415,9 @@ def run(args: argparse.Namespace) -> list[Row]:
             for peer in args.peers:
                 _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": base_cell}, slow)
             for kind in args.baselines:
-                row_of[f"bi{kind}"] = Row(method=f"bi{kind}", **common)
-                closures[f"bi{kind}/fwd"], closures[f"bi{kind}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
+                name = baseline_name(kind)
+                row_of[name] = Row(method=name, **common)
+                closures[f"{name}/fwd"], closures[f"{name}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 times = _time_interleaved(closures, args.repeats, device, args.clock)
@@ -520,11 +529,12 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     baseline of its cell (``x bi``: BiGRU for the implicit GRU and TorchDEQ's rows on it,
     BiLSTM for the implicit LSTM), and the fits."""
     buf = io.StringIO()
-    ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in ("bigru", "bilstm")}
+    baselines = {cell: baseline_name(cell) for cell in BASELINES}
+    ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in baselines.values()}
     buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
     for r in rows:
-        g = ref.get(("bilstm" if r.cell == "lstm" else "bigru", r.weights, r.hidden, r.n))
+        g = ref.get((baselines["lstm" if r.cell == "lstm" else "gru"], r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
         buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "

@@ -270,7 +270,8 @@ def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
     backward of their own), with F evaluations, the final residual in our definition and the
     failed sequences at the longest n, and each row's time over our fastest there."""
     # the implicit GRU's systems: not the baselines' rows, nor another cell's (the implicit LSTM's)
-    implicit = group[~group.method.isin(["bigru", "bilstm"]) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
+    baselines = [name for name, spec in MODELS.items() if spec.cell and spec.bidirectional and not spec.implicit]
+    implicit = group[~group.method.isin(baselines) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
     pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
     pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
     longest = pivot.columns.max()
