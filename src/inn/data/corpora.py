@@ -109,8 +109,14 @@ def _blank(line: str) -> bool:
 
 def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
     """The blank-line-separated blocks of a text file (:func:`_lines`), as (line number, line) pairs."""
+    return blocks(_lines(path))
+
+
+def blocks(lines: Iterable[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    """The blocks of numbered ``lines`` between blank lines (:func:`_blank`): the sentences of a
+    CoNLL-U or tagged file, as (line number, line) pairs."""
     block: list[tuple[int, str]] = []
-    for lineno, line in _lines(path):
+    for lineno, line in lines:
         if not _blank(line):
             block.append((lineno, line))
         elif block:

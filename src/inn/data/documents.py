@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from inn.data.corpora import blocks
 from inn.errors import InnError
 
 INPUT_FORMATS = ("conllu", "horizontal", "vertical")
@@ -80,15 +81,7 @@ def looks_like_conllu(text: str) -> bool:
 
 def _blocks(text: str) -> Iterable[list[tuple[int, str]]]:
     """The blank-line-separated blocks of ``text`` as (line number, line) pairs."""
-    block: list[tuple[int, str]] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip():
-            block.append((number, line))
-        elif block:
-            yield block
-            block = []
-    if block:
-        yield block
+    return blocks(enumerate(text.split("\n"), start=1))
 
 
 def read_conllu_text(text: str, source: str) -> list[TextSentence]:
