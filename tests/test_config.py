@@ -194,3 +194,11 @@ def test_training_defaults_have_one_home():
     # `inn train --task walks` without settings trains as the workflow would: the walks' loss
     args = argparse.Namespace(task="walks", settings=None, settings_file=None, seed=None)
     assert _settings_from(args)[0].loss == "token"
+
+
+def test_a_partly_given_walks_training_section_keeps_the_walks_defaults():
+    """A config giving training.walks in part (config/quick.yaml without config.yaml) must not get
+    the POS loss and word dropout of the definition the two sections share."""
+    config = validate_config({"training": {"walks": {"max_epochs": 3}}}, SCHEMA)
+    assert config["training"]["walks"]["loss"] == "token" and config["training"]["walks"]["word_dropout"] == 0.0
+    assert config["training"]["walks"]["max_epochs"] == 3 and config["training"]["pos"]["loss"] == "sentence"

@@ -46,6 +46,11 @@ def _with_defaults(validator_class):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
+                elif isinstance(sub.get("default"), dict) and isinstance(instance.get(name), dict):
+                    # a section given in part keeps its own defaults (training.walks' loss), not
+                    # those of the definition it shares (training.pos')
+                    for key, value in sub["default"].items():
+                        instance[name].setdefault(key, copy.deepcopy(value))
         yield from validate_properties(validator, properties, instance, schema)
 
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
