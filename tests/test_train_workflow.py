@@ -126,10 +126,11 @@ def test_a_restarted_training_job_resumes(tmp_path, tiny_workflow_config):
     prepared = snakemake("results/data/walks/b0.5/train.pt", workdir=tmp_path, config=config)
     assert prepared.returncode == 0, prepared.stderr[-3000:]
     # The first epoch as if the job had been stopped there (the trainer's own resumable state).
+    from inn.experiment.config import training_defaults
     from inn.experiment.train import TrainConfig, train
 
     train("walks", tmp_path / "results/data/walks/b0.5", "bilstm-h4", tmp_path / "results/train/walks/b0.5/bilstm-h4/seed1",
-          TrainConfig(**{**config["training"]["walks"], "seed": 1}), device="cpu",
+          TrainConfig(**{**training_defaults("walks"), **config["training"]["walks"], "seed": 1}), device="cpu",
           meta={"scale": "test", "dataset": "b0.5", "seed": 1}, stop_after=1)
     result = snakemake(target, workdir=tmp_path, config=config)
     assert result.returncode == 0, result.stderr[-3000:]
