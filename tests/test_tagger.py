@@ -275,12 +275,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     offset = FRENCH_LIKE.encode("latin-1").index("à".encode("latin-1"))
     assert status == 2 and not out.exists()
     assert err.startswith(f"error: {latin}: not UTF-8 text (byte offset {offset}: ") and err.count("\n") == 1
+    merged = tmp_path / "merged.conllu"  # the blank line between two sentences lost
+    merged.write_text(GUM_LIKE.rstrip("\n") + "\n" + GUM_LIKE, encoding="utf-8")
+    line = [i for i, text in enumerate(merged.read_text().split("\n"), start=1) if text.startswith("1\tI\t")][1]
+    assert _tag([model, merged], capsys)[2].startswith(f"error: {merged}:{line}: token ID 1 after token ")
     hashtags = tmp_path / "tweets.txt"  # plain text whose first line starts like a comment
     hashtags.write_text("#winning at tagging\nThe cat sleeps\n", encoding="utf-8")
+    auto = _tag([model, hashtags, "--output", "horizontal"], capsys)
+    assert auto == _tag([model, hashtags, "--input", "horizontal", "--output", "horizontal"], capsys)
+    assert auto[1].count("\n") == 2 and auto[1].startswith("#winning_")
+    hashtags.write_text("# text = The\n1\tThe" + "\t_" * 8 + "\nThe cat sleeps\n", encoding="utf-8")
     assert _tag([model, hashtags], capsys)[2] == (
-        f"error: {hashtags}:2: malformed CoNLL-U line: expected 10 tab-separated fields, found 1 (read as CoNLL-U "
-        "because its first line looks like CoNLL-U; for plain text give --input horizontal or vertical)\n")
-    assert _tag([model, hashtags, "--input", "horizontal", "--output", "horizontal"], capsys)[1].count("\n") == 2
+        f"error: {hashtags}:3: malformed CoNLL-U line: expected 10 tab-separated fields, found 1\n")
     # no gold tags for --accuracy: the line of the first word without one
     status, _, err = _tag([model, good, "--accuracy"], capsys)
     assert (status, err) == (2, f"error: {good}:4: no gold XPOS tag to score against (--accuracy needs the gold "

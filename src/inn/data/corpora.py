@@ -178,7 +178,7 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
                 raise InnError(f"{where}: malformed CoNLL-U line: {exc}") from None
             if not isinstance(token["id"], int):
                 continue  # a multiword range (1-2) or an empty node (1.1): no surface token
-            _check_token_id(token["id"], len(sentence) + 1, where)
+            check_token_id(token["id"], len(sentence) + 1, where)
             tag = token[column]
             if tag in (None, "_"):
                 other = "upos" if column == "xpos" else "xpos"
@@ -192,8 +192,8 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
     return sentences
 
 
-def _check_token_id(found: int, expected: int, where: str) -> None:
-    """A sentence's word IDs are 1, 2, 3, ... (CoNLL-U): a 1 in mid-sentence is a new sentence
+def check_token_id(found: int, expected: int, where: str) -> None:
+    """Stop unless ``found`` is ``expected``: a sentence's word IDs are 1, 2, 3, ... (CoNLL-U): a 1 in mid-sentence is a new sentence
     whose blank line is missing, any other break a repeated or skipped token."""
     if found == expected:
         return

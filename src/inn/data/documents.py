@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from inn.data.corpora import blocks
+from inn.data.corpora import blocks, check_token_id
 from inn.errors import InnError
 
 INPUT_FORMATS = ("conllu", "horizontal", "vertical")
@@ -71,11 +71,12 @@ def decode(data: bytes, source: str) -> str:
 
 
 def looks_like_conllu(text: str) -> bool:
-    """Whether the first line that is not blank is a CoNLL-U comment or a ten-column token line."""
+    """Whether the first line that is neither blank nor a ``#`` comment is a ten-column token
+    line, so that a plain sentence starting with ``#`` is not taken for a CoNLL-U comment."""
     for line in text.split("\n"):
-        if line.strip():
+        if line.strip() and not line.startswith("#"):
             fields = line.split("\t")
-            return line.startswith("#") or (len(fields) == len(CONLLU_FIELDS) and fields[0][:1].isdigit())
+            return len(fields) == len(CONLLU_FIELDS) and fields[0][:1].isdigit()
     return False
 
 
@@ -88,8 +89,9 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
     """The sentences of CoNLL-U ``text`` with every line kept.
 
     Raises:
-        InnError: a line without ten tab-separated fields, or with an ID that is neither a
-            word index, a range nor an empty node, or without a form (naming ``source:line``).
+        InnError: a line without ten tab-separated fields, with an ID that is neither a word
+            index, a range nor an empty node, with word IDs that do not run 1, 2, 3, ... (a
+            missing blank line between sentences), or without a form (naming ``source:line``).
     """
     sentences = []
     for block in _blocks(text):
@@ -105,6 +107,7 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
                                f"fields, found {len(fields)}")
             token_id = fields[0]
             if _WORD_ID.fullmatch(token_id):
+                check_token_id(int(token_id), len(sentence.words) + 1, where)
                 if not fields[1]:
                     raise InnError(f"{where}: malformed CoNLL-U line: word {token_id} has an empty FORM")
                 sentence.word_lines.append(len(sentence.lines))
@@ -130,20 +133,13 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
     """Sentences of ``data`` in ``form`` (``auto``: CoNLL-U when it looks like it
     (:func:`looks_like_conllu`), else horizontal); returns them and the form read."""
     text = decode(data, source)
-    detected = form == "auto"
-    if detected:
+    if form == "auto":
         form = "conllu" if looks_like_conllu(text) else "horizontal"
     if form not in INPUT_FORMATS:
         raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
     if form != "conllu":
         return read_plain_text(text, form), form
-    try:
-        return read_conllu_text(text, source), form
-    except InnError as exc:
-        if not detected or any(line.count("\t") == len(CONLLU_FIELDS) - 1 for line in text.split("\n")):
-            raise  # CoNLL-U with a bad line; the hint is for text that has no token line at all
-        raise InnError(f"{exc} (read as CoNLL-U because its first line looks like CoNLL-U; for plain text give "
-                       "--input horizontal or vertical)") from None
+    return read_conllu_text(text, source), form
 
 
 def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]], form: str,

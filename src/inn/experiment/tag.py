@@ -50,7 +50,7 @@ def tag_main(argv: list[str]) -> None:
     parser.add_argument("model", help="the tagger file: results/taggers/pos/<corpus>/<model>/seed<N>/tagger.pt")
     parser.add_argument("files", nargs="*", help="input files (default: stdin; - is stdin)")
     parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS),
-                        help="input form (auto: CoNLL-U when the first line is a comment or a token line, "
+                        help="input form (auto: CoNLL-U when the first line after any # comments is a token line, "
                              "else horizontal)")
     parser.add_argument("--output", choices=OUTPUT_FORMATS,
                         help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
