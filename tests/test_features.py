@@ -44,8 +44,8 @@ def test_eight_shape_features_and_paper_size():
 
 
 def test_affixes_are_lower_cased_and_short_words_have_none():
-    assert affixes("Running") == ["ru", "run", "runn", "ng", "ing", "ning"]
-    assert affixes("Go") == ["go", "", "", "go", "", ""]
+    assert affixes("Running") == ("ru", "run", "runn", "ng", "ing", "ning")
+    assert affixes("Go") == ("go", "", "", "go", "", "")
 
 
 TRAIN = [[("The", "DT"), ("cats", "NNS"), ("ran", "VBD"), (".", ".")],

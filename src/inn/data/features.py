@@ -12,6 +12,7 @@ every vocabulary; unseen words and affixes map to 1.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -55,20 +56,22 @@ SHAPE_FEATURES: tuple[tuple[str, callable], ...] = (
 )
 
 
-def shape_features(word: str) -> list[float]:
+@functools.lru_cache(maxsize=1 << 16)  # a word's features never change; text repeats its words
+def shape_features(word: str) -> tuple[float, ...]:
     """The eight binary shape features of ``word`` (see :data:`SHAPE_FEATURES`)."""
-    return [float(test(word)) for _, test in SHAPE_FEATURES]
+    return tuple(float(test(word)) for _, test in SHAPE_FEATURES)
 
 
-def affixes(word: str) -> list[str]:
+@functools.lru_cache(maxsize=1 << 16)
+def affixes(word: str) -> tuple[str, ...]:
     """The six affixes of the lower-cased ``word`` in :data:`AFFIX_KINDS` order.
 
     A word shorter than the affix length has no such affix; it gets the empty string, which is
     never in a vocabulary and so maps to unknown.
     """
     lower = word.lower()
-    pre = [lower[:n] if len(lower) >= n else "" for n in AFFIX_LENGTHS]
-    suf = [lower[-n:] if len(lower) >= n else "" for n in AFFIX_LENGTHS]
+    pre = tuple(lower[:n] if len(lower) >= n else "" for n in AFFIX_LENGTHS)
+    suf = tuple(lower[-n:] if len(lower) >= n else "" for n in AFFIX_LENGTHS)
     return pre + suf
 
 
