@@ -151,6 +151,23 @@ def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(tmp
     assert speed.endswith("non-converged solve(s)")
 
 
+def test_benchmark_tagger_row_per_model_with_evaluates_accuracy(tmp_path, models, ewt_dir):
+    """The benchmark tags as ``inn tag`` does: on the test file, evaluation's accuracy."""
+    out = tmp_path / "speed.tsv"
+    names = ("inn", "bilstm", "perceptron")
+    assert main(["benchmark-tagger", *(str(models / n / "checkpoint.pt") for n in names), "--text",
+                 str(ewt_dir / "en_ewt-ud-test.conllu"), "--repeats", "2", "--threads", "1", "--device", "cpu",
+                 "--out", str(out)]) == 0
+    rows = pd.read_csv(out, sep="\t")
+    assert rows.model.tolist() == list(names)
+    assert (rows.tokens == 25094).all() and (rows.sentences == 2077).all() and (rows.repeats == 2).all()
+    assert (rows.tokens_per_second > 0).all() and (rows.seconds_min <= rows.seconds_median).all()
+    assert (rows.nonconverged == 0).all() and (rows.threads == 1).all()
+    for name, accuracy in zip(names, rows.accuracy):
+        evaluated = json.loads((models / name / "eval" / "metrics.json").read_text())
+        assert accuracy == pytest.approx(evaluated["accuracy"], abs=5e-4)  # the TSV keeps 6 digits
+
+
 # --------------------------------------------------------------------------- every line kept, three forms
 
 

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("inn.experiment.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "tag": ("inn.experiment.tag:tag_main", "tag CoNLL-U or plain text with a trained tagger"),
     "export-tagger": ("inn.experiment.tag:export_main", "write a self-contained tagger file from a POS checkpoint"),
+    "benchmark-tagger": ("inn.experiment.tag:benchmark_main", "tokens per second of taggers on one text"),
     "train-perceptron": ("inn.experiment.train_perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
     "time-model": ("inn.experiment.timing:time_model_main", "time a trained model's hidden states against sequence length"),
     "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),

@@ -1,4 +1,5 @@
-"""``inn tag``: tag text with a trained model; ``inn export-tagger``: write a tagger file.
+"""``inn tag``: tag text with a trained model; ``inn export-tagger``: write a tagger file;
+``inn benchmark-tagger``: the taggers' throughput.
 
 ``inn tag MODEL [FILE ...]`` reads every input (stdin when none) before it tags anything and
 writes its output only when all of it is tagged (``--out`` atomically), so bad input stops it
@@ -151,3 +152,63 @@ def export_main(argv: list[str]) -> None:
         payload = with_test_scores(payload, metrics)
     save_payload(payload, args.out)
     log.info("wrote %s (%s, %s column)", args.out, payload["meta"].get("model"), payload["data"]["column"])
+
+
+def benchmark_main(argv: list[str]) -> None:
+    """``inn benchmark-tagger``: tokens per second of each tagger on one text, as ``inn tag``
+    tags it (the same batches, tolerance and tags), the median of ``--repeats`` timed passes
+    after an untimed warm-up on the first sentences. Reading the text and writing the output
+    are not timed; encoding the words is. With gold tags in a model's column the row carries
+    its accuracy too."""
+    import statistics
+
+    import pandas as pd
+
+    from inn.tables import write_tsv
+    from inn.tagger import Tagger
+
+    parser = argparse.ArgumentParser(
+        prog="inn benchmark-tagger", description="Tokens per second of taggers on one text (a TSV row each).")
+    parser.add_argument("models", nargs="+", help="tagger files (tagger.pt or POS checkpoint.pt)")
+    parser.add_argument("--text", required=True, help="the text to tag, e.g. a corpus's test .conllu")
+    parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS), help="its form (as inn tag)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed passes over the text per tagger")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--batch-size", type=positive_int, default=20, help="sentences per batch (as inn tag)")
+    parser.add_argument("--out", required=True, help="TSV: one row per tagger")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pairs, forms = _read_inputs([args.text], args.input)
+    sentences = [s for s, _ in pairs]
+    words = [s.words for s in sentences]
+    tokens = sum(map(len, words))
+    if not tokens:
+        raise InnError(f"{args.text}: no tokens to tag")
+    rows = []
+    for path in args.models:
+        tagger = Tagger.load(path, args.device, args.batch_size)
+        tagger.tag(words[:50])  # warm-up: the first products of each shape, oneDNN's kernels
+        tagger.nonconverged = 0
+        seconds = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            predicted = tagger.tag(words)
+            seconds.append(time.perf_counter() - start)
+        median = statistics.median(seconds)
+        scores = {}
+        if forms == ["conllu"] and all("_" not in s.column(tagger.column) for s in sentences):
+            scores = tagger.accuracy(sentences, predicted, tagger.column, [args.text] * len(sentences))
+        meta = tagger.meta
+        rows.append({"model": meta.get("model"), "dataset": meta.get("dataset"), "seed": meta.get("seed"),
+                     "scale": meta.get("scale"), "file": path, "device": str(tagger.device),
+                     "threads": torch.get_num_threads(), "batch_size": args.batch_size,
+                     "sentences": len(sentences), "tokens": tokens, "repeats": args.repeats,
+                     "seconds_median": median, "seconds_min": min(seconds), "tokens_per_second": tokens / median,
+                     "nonconverged": tagger.nonconverged // args.repeats, "accuracy": scores.get("accuracy")})
+        log.info("%s: %.0f tokens/s (median of %d, %.2f s a pass) on %s, %d thread(s)%s", tagger.describe(),
+                 tokens / median, args.repeats, median, tagger.device, torch.get_num_threads(),
+                 f"; accuracy {scores['accuracy']:.2f}%" if scores else "")
+    write_tsv(args.out, pd.DataFrame(rows))
+    log.info("wrote %s", args.out)
