@@ -1,6 +1,6 @@
 """Workflow configuration: validated against the JSON schema, defaults filled in.
 
-The schema (``workflow/schemas/config.schema.yaml``) is the one description of every key. A
+The schema (``config.schema.yaml`` beside this module, linked from ``workflow/schemas/``) is the one description of every key. A
 config that breaks it fails with one line naming the key, e.g.
 ``config: walks.dim: -1 is less than the minimum of 1``. What a schema cannot say is checked
 after it (:func:`check_config`): keys that a corpus's format does not read, and settings that
@@ -81,9 +81,10 @@ def _where(error: jsonschema.ValidationError, key: str = "") -> str:
     return f"{path or '<top level>'}: {error.message}"
 
 
-#: the workflow's config schema in this source tree: the one description of every setting,
-#: which ``inn train --settings`` is checked against too (:func:`check_settings`)
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+#: the config schema, the one description of every setting: package data, so that an installed
+#: ``inn train`` checks ``--settings`` against it (:func:`check_settings`); the workflow's
+#: ``workflow/schemas/config.schema.yaml`` is a link to this file
+SCHEMA = Path(__file__).resolve().with_name("config.schema.yaml")
 _SCHEMA_URI = "urn:inn:config-schema"
 
 
@@ -93,8 +94,8 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
         with open(path, encoding="utf-8") as handle:
             return yaml.safe_load(handle)
     except OSError as exc:
-        raise InnError(f"cannot read the config schema {path}: {exc.strerror or exc} (inn's settings are checked "
-                       "against workflow/schemas/config.schema.yaml of its source tree)") from None
+        raise InnError(f"cannot read the config schema {path}: {exc.strerror or exc} (it is installed with inn: "
+                       "reinstall it)") from None
 
 
 @functools.cache
