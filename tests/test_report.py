@@ -106,7 +106,7 @@ def test_table1_means_seeds_and_picks_the_blstm_size_on_dev(runs):
     assert t1.loc[2.0, "bilstm_seeds"] == 0 and t1.loc[2.0, "inn_excess"] == pytest.approx(0.02)
     # Every model's size, and what ended its runs (the b-LSTM 300's metrics say nothing of it).
     assert t1.loc[0.5, "inn_parameters"] == 24065 and t1.loc[0.5, "bilstm_parameters"] == 89801
-    assert t1.loc[0.5, "bilstm_sizes"] == "100 (89801.0),300 (749401.0)"
+    assert t1.loc[0.5, "bilstm_sizes"] == "100 units (89,801 parameters); 300 units (749,401 parameters)"
     assert (t1.loc[0.5, "ended_by_patience"], t1.loc[0.5, "ended_by_cap"]) == (2, 1)
 
 

@@ -117,6 +117,12 @@ def _parameters(runs: pd.DataFrame) -> float:
     return float(counts[0]) if len(counts) else np.nan
 
 
+def _size_label(size: float, parameters: float) -> str:
+    """``128 units (143,617 parameters)``: a b-LSTM size of the sweep, as the tables name it."""
+    count = "parameters unknown" if np.isnan(parameters) else f"{int(parameters):,} parameters"
+    return f"{int(size)} units ({count})"
+
+
 def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its runs."""
     bilstm = group[group.base_model == "bilstm"]
@@ -205,8 +211,8 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                     row[f"{name}_excess_low"], row[f"{name}_excess_high"] = result["low"], result["high"]
         row["bilstm_best_size"] = best_size
         sweep = group[group.base_model == "bilstm"] if not group.empty else group
-        row["bilstm_sizes"] = ",".join(f"{int(size)} ({_parameters(sweep[sweep['size'] == size])})"
-                                       for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
+        row["bilstm_sizes"] = "; ".join(_size_label(size, _parameters(sweep[sweep["size"] == size]))
+                                        for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
         ended = group["ended_by"].value_counts() if "ended_by" in group else pd.Series(dtype=int)
         row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
         for name in ("inn", "inn_lstm"):
