@@ -104,6 +104,13 @@ def implicit_models() -> list[str]:
     return [name for name, spec in MODELS.items() if spec.implicit]
 
 
+def bidirectional_baselines() -> dict[str, str]:
+    """Each cell's bidirectional explicit model (``{"gru": "bigru", "lstm": "bilstm"}``): what
+    an implicit layer of that cell is timed and compared against."""
+    return {spec.cell: name for name, spec in MODELS.items()
+            if spec.cell is not None and spec.bidirectional and not spec.implicit}
+
+
 _NAME = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?:-h(?P<hidden>\d+))?$")
 
 

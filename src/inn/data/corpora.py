@@ -193,8 +193,9 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
 
 
 def check_token_id(found: int, expected: int, where: str) -> None:
-    """Stop unless ``found`` is ``expected``: a sentence's word IDs are 1, 2, 3, ... (CoNLL-U): a 1 in mid-sentence is a new sentence
-    whose blank line is missing, any other break a repeated or skipped token."""
+    """Stop unless ``found`` is ``expected``: a sentence's word IDs run 1, 2, 3, ... (CoNLL-U).
+    A 1 in mid-sentence is a new sentence whose blank line is missing, any other break a
+    repeated or skipped token."""
     if found == expected:
         return
     if found == 1:

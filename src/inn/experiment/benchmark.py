@@ -51,6 +51,7 @@ from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.io import torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, synchronize
+from inn.models import bidirectional_baselines
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 from inn.tables import write_tsv
 
@@ -84,14 +85,6 @@ OTHER_CELLS = ("implicit_lstm",)
 #: methods that only mean something on a CUDA device (skipped elsewhere, with a note)
 CUDA_ONLY = ("anderson_graph",)
 BASELINES = ("gru", "lstm")
-
-
-def baseline_name(cell: str) -> str:
-    """The registry's bidirectional explicit model of a cell (``gru`` -> ``bigru``): the name of
-    the benchmark's baseline rows, as the tables and the report spell that model."""
-    from inn.models import MODELS
-
-    return next(name for name, spec in MODELS.items() if spec.cell == cell and spec.bidirectional and not spec.implicit)
 
 
 @dataclass
@@ -415,7 +408,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             for peer in args.peers:
                 _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": base_cell}, slow)
             for kind in args.baselines:
-                name = baseline_name(kind)
+                name = bidirectional_baselines()[kind]
                 row_of[name] = Row(method=name, **common)
                 closures[f"{name}/fwd"], closures[f"{name}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
             with warnings.catch_warnings():
@@ -529,7 +522,7 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     baseline of its cell (``x bi``: BiGRU for the implicit GRU and TorchDEQ's rows on it,
     BiLSTM for the implicit LSTM), and the fits."""
     buf = io.StringIO()
-    baselines = {cell: baseline_name(cell) for cell in BASELINES}
+    baselines = bidirectional_baselines()
     ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in baselines.values()}
     buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")

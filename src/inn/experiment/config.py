@@ -1,7 +1,7 @@
 """Workflow configuration: validated against the JSON schema, defaults filled in.
 
-The schema (``config.schema.yaml`` beside this module, linked from ``workflow/schemas/``) is the one description of every key. A
-config that breaks it fails with one line naming the key, e.g.
+The schema (``config.schema.yaml`` beside this module, linked from ``workflow/schemas/``) is the
+one description of every key. A config that breaks it fails with one line naming the key, e.g.
 ``config: walks.dim: -1 is less than the minimum of 1``. What a schema cannot say is checked
 after it (:func:`check_config`): keys that a corpus's format does not read, and settings that
 name something the run does not have (a timed corpus or walk set, a walk bias), which would

@@ -33,7 +33,7 @@ from inn.experiment import paper  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
-from inn.models import MODELS  # noqa: E402
+from inn.models import MODELS, bidirectional_baselines  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -270,8 +270,7 @@ def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
     backward of their own), with F evaluations, the final residual in our definition and the
     failed sequences at the longest n, and each row's time over our fastest there."""
     # the implicit GRU's systems: not the baselines' rows, nor another cell's (the implicit LSTM's)
-    baselines = [name for name, spec in MODELS.items() if spec.cell and spec.bidirectional and not spec.implicit]
-    implicit = group[~group.method.isin(baselines) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
+    implicit = group[~group.method.isin(bidirectional_baselines().values()) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
     pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
     pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
     longest = pivot.columns.max()
