@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -127,3 +128,28 @@ def test_changed_config_value_reruns_only_what_depends_on_it(tmp_path, tiny_conf
     jobs = dry.stdout + dry.stderr
     assert "generate_walks" in jobs and "summarize_data" in jobs
     assert "prepare_corpus" not in jobs  # the corpus does not depend on the walk dimension
+
+
+@pytest.mark.workflow
+def test_corpora_with_fresh_modification_times_retrain_nothing(tmp_path, tiny_config, ewt_dir):
+    """A corpus copied again, or a data folder remounted, gets new modification times but the
+    same content: Snakemake compares checksums (the default profile raises the size up to which
+    it records them), so no finished run is prepared or trained again."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, sentences in (("train", 1500), ("dev", 60), ("test", 60)):
+        text = (ewt_dir / f"en_ewt-ud-{split}.conllu").read_text(encoding="utf-8").split("\n\n")
+        (corpus / f"{split}.conllu").write_text("\n\n".join(text[:sentences]) + "\n\n", encoding="utf-8")
+        tiny_config["corpora"]["ewt"][split] = str(corpus / f"{split}.conllu")
+    # above Snakemake's own limit for checksums (1 MB), as real training corpora are
+    assert (corpus / "train.conllu").stat().st_size > 1_500_000
+    tiny_config["corpora"]["ptb_sample"]["enabled"] = False
+    work = tmp_path / "work"
+    work.mkdir()
+    first = snakemake("summarize_data", workdir=work, config=tiny_config)
+    assert first.returncode == 0, first.stderr[-3000:]
+    later = time.time() + 60
+    for path in corpus.iterdir():
+        os.utime(path, (later, later))
+    again = snakemake("-n", "summarize_data", workdir=work, config=tiny_config)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
