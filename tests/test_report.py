@@ -6,10 +6,12 @@ import io
 import json
 from pathlib import Path
 
+import lxml.html
 import numpy as np
 import pandas as pd
 import pytest
 
+from inn.errors import InnError
 from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
@@ -203,6 +205,49 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
     verdict = pd.read_html(io.StringIO(html), attrs={"id": "verdict-table"})[0]
     assert len(verdict) == 2 and all("on one seed" in text for text in verdict.verdict)
     assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched
+
+
+def _markdown_tables(text: str) -> dict[str, list[list[str]]]:
+    """The tables of ``inn markdown``'s output by title, each row as its cells."""
+    tables, title = {}, None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            title = line[4:]
+            tables[title] = []
+        elif line.startswith("| ") and not line.startswith("| ---"):
+            tables[title].append([cell.strip() for cell in line.strip("| ").split(" | ")])
+    return tables
+
+
+def test_markdown_shows_the_reports_cells(runs, tmp_path, capsys):
+    """``inn markdown`` renders the same cells as the report's tables, bold where the report is."""
+    from inn.experiment.views import main as markdown_main
+
+    root, histories = runs
+    tables = root / "tables"
+    html = render(config=validate_config({}, SCHEMA), schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
+    markdown_main([str(tables), "--out", str(tmp_path / "tables.md")])
+    shown = _markdown_tables((tmp_path / "tables.md").read_text(encoding="utf-8"))
+    assert list(shown) == ["Verdict: the paper's claims, as measured", "Table 1: biased random walks (per-step error)",
+                           "Table 2: part-of-speech tagging (token accuracy, %)", "Paired comparisons"]
+    page = lxml.html.fromstring(html)
+    for title, table_id in zip(shown, ("verdict-table", "table1", "table2", "comparisons-table")):
+        rows = list(page.get_element_by_id(table_id).iter("tr"))
+        assert [[cell.strip("*") for cell in row] for row in shown[title]] == \
+            [[cell.text_content() for cell in row.xpath("th|td")] for row in rows]
+        assert [[cell.startswith("**") for cell in row] for row in shown[title]] == \
+            [[bool(cell.xpath("strong")) for cell in row.xpath("th|td")] for row in rows]
+    assert all(row[-1].startswith("**") for row in shown["Verdict: the paper's claims, as measured"][1:])
+    comparisons = pd.read_csv(tables / "comparisons.tsv", sep="\t")
+    bold = [row[6].startswith("**") for row in shown["Paired comparisons"][1:]]
+    assert bold == comparisons.distinguishable.tolist()
+    differences = [float(row[6].strip("*")) for row in shown["Paired comparisons"][1:]]
+    assert differences == pytest.approx(comparisons.difference.round(4).tolist(), abs=0.006)
+    # to standard output without --out; one line for a folder without tables
+    markdown_main([str(tables)])
+    assert capsys.readouterr().out == (tmp_path / "tables.md").read_text(encoding="utf-8")
+    with pytest.raises(InnError, match="run inn collect"):
+        markdown_main([str(tmp_path / "train")])
 
 
 def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):

@@ -32,6 +32,7 @@ import yaml  # noqa: E402
 from inn.experiment import paper  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
+from inn.experiment.views import fmt, read_table, views  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
 from inn.models import MODELS, bidirectional_baselines  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
@@ -298,32 +299,16 @@ def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
 # --------------------------------------------------------------------------- page
 
 
-def _fmt(value, digits=4):
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "–"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _read(path: str | Path | None) -> pd.DataFrame:
-    if not path or not Path(path).is_file() or Path(path).stat().st_size <= 1:
-        return pd.DataFrame()
-    return read_tsv(path)
-
-
 def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str | Path] = (),
            timing: str | Path | None = None, timing_fits: str | Path | None = None,
            benchmarks: Iterable[str | Path] = (), repo: Path | None = None) -> str:
     """The report page as a string (see :func:`main` for the files it reads)."""
     histories = load_histories(histories)
-    measurements, fits = _read(timing), _read(timing_fits)
-    table1, table2 = _read(tables / "table1.tsv"), _read(tables / "table2.tsv")
+    measurements, fits = read_table(timing), read_table(timing_fits)
+    table1, table2 = read_table(tables / "table1.tsv"), read_table(tables / "table2.tsv")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters["fmt"] = _fmt
+    env.filters["fmt"] = fmt
     template = env.get_template("report.html.j2")
     return template.render(
         title="Implicitly-defined neural networks for sequence labeling: reproduction report",
@@ -335,11 +320,10 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         table1_figure=table1_figure(table1),
         table2=table2,
         table2_figure=table2_figure(table2),
-        comparisons=_read(tables / "comparisons.tsv"),
-        verdict=_read(tables / "verdict.tsv"),
-        data_pos=_read(tables / "data_pos.tsv"),
-        data_walks=_read(tables / "data_walks.tsv"),
-        walk_lengths=walk_lengths_figure(_read(tables / "data_walk_lengths.tsv")),
+        views=views(tables),
+        data_pos=read_table(tables / "data_pos.tsv"),
+        data_walks=read_table(tables / "data_walks.tsv"),
+        walk_lengths=walk_lengths_figure(read_table(tables / "data_walk_lengths.tsv")),
         curves=learning_curves(histories),
         solver_curves=solver_curves(histories),
         timing_figure=timing_figure(measurements, fits),

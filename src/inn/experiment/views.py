@@ -1,0 +1,198 @@
+"""The result tables as they are shown: the verdict, Table 1, Table 2 and the paired comparisons.
+
+:func:`inn.experiment.collect.main` writes these tables as TSVs with every column at full
+precision. A view picks the columns a reader needs, formats each cell once (digits, "mean ±
+sd", "[low, high]", bold where an interval excludes zero) and is rendered twice from the same
+cells: as HTML in the report (``report.html.j2``) and as Markdown by ``inn markdown``, for
+documents such as docs/results.md. Documents therefore quote the workflow's numbers instead of
+retyping them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from inn.errors import InnError
+from inn.io import atomic_open
+from inn.tables import read_tsv
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One formatted cell; ``bold`` marks an interval that excludes zero or a verdict."""
+
+    text: str
+    bold: bool = False
+
+
+@dataclass
+class TableView:
+    """A table ready to show: headers with their alignment class ("" right-aligned numbers,
+    "text", "paper" for the paper's numbers), and rows of cells; ``reported`` rows are numbers
+    others reported (shown in italics in the report)."""
+
+    id: str
+    title: str
+    columns: list[tuple[str, str]]
+    rows: list[list[Cell]] = field(default_factory=list)
+    reported: list[bool] = field(default_factory=list)
+
+    def add(self, cells: list[Cell | str], reported: bool = False) -> None:
+        self.rows.append([cell if isinstance(cell, Cell) else Cell(cell) for cell in cells])
+        self.reported.append(reported)
+
+
+def fmt(value, digits: int = 4, signed: bool = False) -> str:
+    """A number with ``digits`` decimals (and its sign, for a difference); "–" for a missing
+    one, "yes"/"no" for a flag."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:{'+' if signed else ''}.{digits}f}"
+    return str(value)
+
+
+def _difference(value, digits: int) -> str:
+    return fmt(value, digits, signed=True)
+
+
+def _interval(low, high, digits: int = 4, signed: bool = False) -> str:
+    return f"[{fmt(low, digits, signed)}, {fmt(high, digits, signed)}]"
+
+
+def _count(value) -> str:
+    return fmt(value) if pd.isna(value) else f"{int(value):,}"
+
+
+def _excess(value, low, high) -> str:
+    return "–" if pd.isna(value) else f"{fmt(value)} {_interval(low, high)}"
+
+
+def _mean_sd(mean, sd, seeds) -> str:
+    return f"{fmt(mean)} ± {fmt(sd)}" if seeds > 1 else fmt(mean)
+
+
+def _digits(metric: str) -> int:
+    return 2 if metric == "accuracy" else 4
+
+
+def verdict_view(verdict: pd.DataFrame) -> TableView:
+    view = TableView("verdict-table", "Verdict: the paper's claims, as measured", [
+        ("claim", "text"), ("scale", "text"), ("seeds", ""), ("difference", ""), ("95% interval", ""),
+        ("interval covers", "text"), ("paper's difference", "paper"), ("verdict", "text")])
+    for r in verdict.itertuples():
+        digits = _digits(r.metric)
+        view.add([r.claim, fmt(r.scale), f"{r.model_seeds} / {r.baseline_seeds}", _difference(r.difference, digits),
+                  _interval(r.low, r.high, digits, signed=True), r.interval, _difference(r.paper_difference, digits),
+                  Cell(r.verdict, bold=True)])
+    return view
+
+
+def table1_view(table1: pd.DataFrame) -> TableView:
+    lstm = int("inn_lstm_error" in table1 and table1.inn_lstm_error.notna().any())
+    models = [("inn", "INN")] + [("inn_lstm", "implicit LSTM")] * lstm + [("bilstm", "b-LSTM")]
+    columns = [("b", ""), ("floor", "")]
+    for _, name in models:
+        columns += [(f"{name} error", ""), (f"{name} excess [95% CI]", "")]
+    columns += [("b-LSTM size (best on dev)", ""),
+                ("parameters: " + " / ".join(name for _, name in models), ""),
+                ("ended by patience / cap", ""), ("paper: INN", "paper"), ("paper: b-LSTM", "paper")]
+    view = TableView("table1", "Table 1: biased random walks (per-step error)", columns)
+    for r in table1.to_dict("records"):
+        cells = [str(r["b"]), fmt(r["floor"])]
+        for model, _ in models:
+            cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"]),
+                      _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"])]
+        cells += [fmt(r["bilstm_best_size"], 0), " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
+                  f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r["paper_inn_error"]),
+                  fmt(r["paper_bilstm_error"])]
+        view.add(cells)
+    return view
+
+
+def table2_view(table2: pd.DataFrame) -> TableView:
+    view = TableView("table2", "Table 2: part-of-speech tagging (token accuracy, %)", [
+        ("corpus", "text"), ("model", "text"), ("accuracy", ""), ("sd over seeds", ""), ("per seed", "text"),
+        ("unseen-word accuracy", ""), ("seeds", ""), ("run", "text"), ("paper (WSJ)", "paper")])
+    for r in table2.itertuples():
+        view.add([r.corpus, r.name, fmt(r.accuracy, 2), fmt(r.accuracy_std, 2), fmt(r.accuracies, 2),
+                  fmt(r.unseen_accuracy, 2), fmt(r.seeds), r.run, fmt(r.paper_wsj_accuracy, 2)],
+                 reported=r.run != "ours")
+    return view
+
+
+def comparisons_view(comparisons: pd.DataFrame) -> TableView:
+    view = TableView("comparisons-table", "Paired comparisons", [
+        ("task", "text"), ("data", "text"), ("model", "text"), ("baseline", "text"), ("model", ""),
+        ("baseline", ""), ("difference", ""), ("95% interval", ""), ("interval covers", "text"),
+        ("test set only", ""), ("seeds", ""), ("distinguishable", "")])
+    for r in comparisons.itertuples():
+        digits = _digits(r.metric)
+        view.add([r.task, r.dataset, r.model, "Bayes floor" if r.baseline == "bayes" else r.baseline,
+                  fmt(r.model_value, digits), fmt(r.baseline_value, digits),
+                  Cell(_difference(r.difference, digits), bold=bool(r.distinguishable)),
+                  _interval(r.low, r.high, digits, signed=True), r.interval,
+                  _interval(r.test_low, r.test_high, digits, signed=True), f"{r.model_seeds} / {r.baseline_seeds}",
+                  fmt(bool(r.distinguishable))])
+    return view
+
+
+VIEWS = {"verdict": verdict_view, "table1": table1_view, "table2": table2_view, "comparisons": comparisons_view}
+
+
+def read_table(path: str | Path | None) -> pd.DataFrame:
+    """A collected table, or an empty frame where the run had none (no path, an empty or missing file)."""
+    if not path or not Path(path).is_file() or Path(path).stat().st_size <= 1:
+        return pd.DataFrame()
+    return read_tsv(path)
+
+
+def views(tables: str | Path) -> dict[str, TableView]:
+    """The views of the tables in a folder written by ``inn collect``, for those it holds rows of
+    (Table 2 only where it holds our runs, not the reported rows alone)."""
+    found = {name: read_table(Path(tables) / f"{name}.tsv") for name in VIEWS}
+    if not found["table2"].empty and not (found["table2"].run == "ours").any():
+        found["table2"] = pd.DataFrame()  # only others' reported numbers: no tagging runs here
+    return {name: VIEWS[name](frame) for name, frame in found.items() if not frame.empty}
+
+
+def markdown(view: TableView) -> str:
+    """The view as a Markdown (GitHub) table; bold cells in ``**``, pipes escaped."""
+    def text(cell: Cell) -> str:
+        value = cell.text.replace("|", "\\|")
+        return f"**{value}**" if cell.bold and value else value
+
+    lines = ["| " + " | ".join(header for header, _ in view.columns) + " |",
+             "| " + " | ".join("---" for _ in view.columns) + " |"]
+    lines += ["| " + " | ".join(text(cell) for cell in row) + " |" for row in view.rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    """``inn markdown``: the verdict, Table 1, Table 2 and the paired comparisons of a tables
+    folder (``results/tables``, or ``inn collect --out-dir``) as Markdown, formatted as in the report."""
+    parser = argparse.ArgumentParser(prog="inn markdown", description=main.__doc__)
+    parser.add_argument("tables", help="folder with verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv")
+    parser.add_argument("--out", help="the Markdown file to write (default: standard output)")
+    args = parser.parse_args(argv)
+    if not Path(args.tables).is_dir():
+        raise InnError(f"{args.tables}: no such folder; give the folder inn collect wrote "
+                       "(results/tables in a workflow run)")
+    shown = views(args.tables)
+    if not shown:
+        raise InnError(f"{args.tables}: holds none of verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv "
+                       "with rows; run inn collect (or the workflow's collect_tables) first")
+    text = "\n".join(f"### {view.title}\n\n{markdown(view)}" for view in shown.values())
+    if args.out:
+        with atomic_open(args.out, encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
