@@ -133,6 +133,22 @@ def test_paired_comparisons_cover_every_implicit_model_and_the_floor(runs):
     assert row.low < row.test_low and row.high > row.test_high
 
 
+def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
+    """``--results`` gives the tables the file lists give; a run given twice stops with one line."""
+    root, _ = runs
+    collect_main(["--results", str(root), "--corpora", "ewt", "--out-dir", str(tmp_path / "found")])
+    for name in ("table1", "table2", "comparisons", "verdict", "runs"):
+        expected = pd.read_csv(root / "tables" / f"{name}.tsv", sep="\t")
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "found" / f"{name}.tsv", sep="\t"), expected, check_like=True)
+    with pytest.raises(InnError, match="the same run as .* seeds would count twice"):
+        collect_main(["--results", str(root), str(root), "--out-dir", str(tmp_path / "twice")])
+    with pytest.raises(InnError, match="no finished runs"):
+        collect_main(["--results", str(root / "data"), "--out-dir", str(tmp_path / "none")])
+    (root / "eval/pos/ewt/inn/seed1/predictions.tsv").unlink()
+    with pytest.raises(InnError, match="inn/seed1/metrics.json: its predictions.tsv is missing"):
+        collect_main(["--results", str(root), "--out-dir", str(tmp_path / "partial")])
+
+
 def test_verdicts_follow_the_papers_direction(runs):
     root, _ = runs
     v = pd.read_csv(root / "tables/verdict.tsv", sep="\t").set_index(["dataset", "baseline"])

@@ -76,9 +76,14 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
               predictions: Iterable[str | Path] = ()) -> pd.DataFrame:
     """One row per run: its key, test metrics, sizes and timings, its best dev score, and where
     its test predictions are (for the paired comparisons)."""
-    rows = []
+    rows, seen = [], {}
     for path in metrics:
         key = run_key(path)
+        run = tuple(key.values())
+        if run in seen:
+            raise InnError(f"{path}: the same run as {seen[run]} ({key['task']} {key['dataset']} {key['model']} "
+                           f"seed {key['seed']}); give each run once, or its seeds would count twice")
+        seen[run] = path
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         row = {**key, **{k: v for k, v in data.items() if not isinstance(v, (dict, list)) and k not in key}}
         sized = SIZED.match(key["model"])
@@ -343,9 +348,42 @@ def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] 
     return {dataset: tuple(value) for dataset, value in found.items()}
 
 
+def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
+    """Every finished run's files in workflow ``results`` folders (one or several, such as
+    parts of a run made on different machines): ``metrics``, ``histories``, ``predictions``,
+    ``floors``, ``floor_predictions`` and the POS ``corpora`` found, for :func:`main`."""
+    found: dict[str, list[str]] = {name: [] for name in
+                                   ("metrics", "histories", "predictions", "floors", "floor_predictions")}
+    corpora = set()
+    for folder in map(Path, results):
+        if not folder.is_dir():
+            raise InnError(f"{folder}: no such folder; give the workflow's results folder (it holds eval/ and train/)")
+        for metrics in sorted(folder.glob("eval/*/*/*/seed*/metrics.json")):
+            predictions = metrics.with_name("predictions.tsv")
+            if not predictions.is_file():
+                raise InnError(f"{metrics}: its predictions.tsv is missing; evaluate the run again")
+            history = folder / "train" / metrics.parent.relative_to(folder / "eval") / "history.tsv"
+            found["metrics"].append(str(metrics))
+            found["predictions"].append(str(predictions))
+            if history.is_file():
+                found["histories"].append(str(history))
+            if run_key(metrics)["task"] == "pos":
+                corpora.add(run_key(metrics)["dataset"])
+        for floor in sorted(folder.glob("data/walks/*/floor.tsv")):
+            found["floors"].append(str(floor))
+            if floor.with_name("floor_predictions.tsv").is_file():
+                found["floor_predictions"].append(str(floor.with_name("floor_predictions.tsv")))
+    if not found["metrics"]:
+        raise InnError(f"no finished runs (eval/<task>/<dataset>/<model>/seed<N>/metrics.json) under "
+                       f"{', '.join(map(str, results))}")
+    return {**found, "corpora": sorted(corpora)}
+
+
 def main(argv: list[str]) -> None:
     """``inn collect``: write table1.tsv, table2.tsv, comparisons.tsv, verdict.tsv and runs.tsv from the runs' files."""
     parser = argparse.ArgumentParser(prog="inn collect", description=main.__doc__)
+    parser.add_argument("--results", nargs="+", default=[], help="workflow results folders: collect every finished "
+                        "run in them, besides any files listed below (POS corpora in name order unless --corpora)")
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.json files")
     parser.add_argument("--histories", nargs="*", default=[], help="history.tsv files")
     parser.add_argument("--predictions", nargs="*", default=[], help="predictions.tsv files (paired intervals)")
@@ -354,6 +392,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--corpora", nargs="*", default=[], help="POS corpora, in report order")
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
+    if args.results:
+        found = find_run_files(args.results)
+        corpora = found.pop("corpora")
+        args.corpora = args.corpora or corpora
+        for name, paths in found.items():
+            setattr(args, name, getattr(args, name) + paths)
     runs = load_runs(args.metrics, args.histories, args.predictions)
     floors = load_floors(args.floors, args.floor_predictions)
     comparisons: list[dict] = []
