@@ -264,6 +264,10 @@ def test_markdown_shows_the_reports_cells(runs, tmp_path, capsys):
     assert capsys.readouterr().out == (tmp_path / "tables.md").read_text(encoding="utf-8")
     with pytest.raises(InnError, match="run inn collect"):
         markdown_main([str(tmp_path / "train")])
+    old = pd.read_csv(tables / "table1.tsv", sep="\t").drop(columns="ended_by_cap")
+    write_tsv(tables / "table1.tsv", old)
+    with pytest.raises(InnError, match="table1.tsv has no column 'ended_by_cap': an older inn collect"):
+        markdown_main([str(tables)])
 
 
 def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):

@@ -161,7 +161,17 @@ def views(tables: str | Path) -> dict[str, TableView]:
     found = {name: read_table(Path(tables) / f"{name}.tsv") for name in VIEWS}
     if not found["table2"].empty and not (found["table2"].run == "ours").any():
         found["table2"] = pd.DataFrame()  # only others' reported numbers: no tagging runs here
-    return {name: VIEWS[name](frame) for name, frame in found.items() if not frame.empty}
+    shown = {}
+    for name, frame in found.items():
+        if frame.empty:
+            continue
+        try:
+            shown[name] = VIEWS[name](frame)
+        except (KeyError, AttributeError) as error:  # a row lacks a column: r["x"] or r.x
+            column = error.args[0] if isinstance(error, KeyError) else getattr(error, "name", error)
+            raise InnError(f"{Path(tables) / name}.tsv has no column {column!r}: an older inn collect wrote it; "
+                           "collect the runs again (inn collect --results ...)") from None
+    return shown
 
 
 def markdown(view: TableView) -> str:
