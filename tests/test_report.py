@@ -245,9 +245,10 @@ def test_markdown_shows_the_reports_cells(runs, tmp_path, capsys):
     markdown_main([str(tables), "--out", str(tmp_path / "tables.md")])
     shown = _markdown_tables((tmp_path / "tables.md").read_text(encoding="utf-8"))
     assert list(shown) == ["Verdict: the paper's claims, as measured", "Table 1: biased random walks (per-step error)",
-                           "Table 2: part-of-speech tagging (token accuracy, %)", "Paired comparisons"]
+                           "Table 2: part-of-speech tagging (token accuracy, %)", "Paired comparisons",
+                           "Training runs"]
     page = lxml.html.fromstring(html)
-    for title, table_id in zip(shown, ("verdict-table", "table1", "table2", "comparisons-table")):
+    for title, table_id in zip(shown, ("verdict-table", "table1", "table2", "comparisons-table", "runs-table")):
         rows = list(page.get_element_by_id(table_id).iter("tr"))
         assert [[cell.strip("*") for cell in row] for row in shown[title]] == \
             [[cell.text_content() for cell in row.xpath("th|td")] for row in rows]
@@ -257,6 +258,9 @@ def test_markdown_shows_the_reports_cells(runs, tmp_path, capsys):
     comparisons = pd.read_csv(tables / "comparisons.tsv", sep="\t")
     bold = [row[6].startswith("**") for row in shown["Paired comparisons"][1:]]
     assert bold == comparisons.distinguishable.tolist()
+    # the INN's seeds at b = 0.5: one ended by patience (epoch 2 of 5), one by the cap (6 of 6)
+    inn = next(row for row in shown["Training runs"] if row[1:3] == ["b0.5", "inn"])
+    assert inn[3:8] == ["2", "24,065", "5, 6", "2, 6", "1 / 1"]
     differences = [float(row[6].strip("*")) for row in shown["Paired comparisons"][1:]]
     assert differences == pytest.approx(comparisons.difference.round(4).tolist(), abs=0.006)
     # to standard output without --out; one line for a folder without tables

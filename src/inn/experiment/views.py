@@ -1,4 +1,4 @@
-"""The result tables as they are shown: the verdict, Table 1, Table 2 and the paired comparisons.
+"""The result tables as they are shown: the verdict, Tables 1-2, the paired comparisons, the runs.
 
 :func:`inn.experiment.collect.main` writes these tables as TSVs with every column at full
 precision. A view picks the columns a reader needs, formats each cell once (digits, "mean ±
@@ -145,7 +145,40 @@ def comparisons_view(comparisons: pd.DataFrame) -> TableView:
     return view
 
 
-VIEWS = {"verdict": verdict_view, "table1": table1_view, "table2": table2_view, "comparisons": comparisons_view}
+def _per_seed(values: pd.Series) -> str:
+    return ", ".join(fmt(v) if pd.isna(v) else f"{int(v)}" for v in values)
+
+
+def runs_view(runs: pd.DataFrame) -> TableView:
+    """One row per model and data set: how its seeds trained (epochs, best epoch, what ended
+    them, seconds per epoch) and the test solves that missed tol, so that a reader sees whether
+    the budget let every model finish. runs.tsv holds what each run's metrics.json holds, so a
+    column may be missing (a run from before it was recorded): its cell is "–"."""
+    view = TableView("runs-table", "Training runs", [
+        ("task", "text"), ("data", "text"), ("model", "text"), ("seeds", ""), ("parameters", ""),
+        ("epochs, per seed", ""), ("best epoch, per seed", ""), ("ended by patience / cap", ""),
+        ("s per epoch", ""), ("test solves missing tol", ""), ("device", "text")])
+    for (task, dataset, model), group in runs.groupby(["task", "dataset", "model"], sort=False):
+        def column(name: str) -> pd.Series:
+            return group[name] if name in group else pd.Series(np.nan, index=group.index)
+
+        ended, seconds, missed = column("ended_by"), column("seconds_per_epoch").dropna(), column("nonconverged").dropna()
+        if seconds.empty:
+            spent = "–"
+        elif round(seconds.min()) == round(seconds.max()):
+            spent = f"{seconds.min():.0f}"
+        else:
+            spent = f"{seconds.min():.0f}-{seconds.max():.0f}"
+        view.add([task, dataset, model, str(len(group)), _count(column("parameters").iloc[0]),
+                  _per_seed(column("epochs")), _per_seed(column("best_epoch")),
+                  f"{(ended == 'patience').sum()} / {(ended == 'cap').sum()}" if ended.notna().any() else "–",
+                  spent, _count(missed.sum()) if not missed.empty else "–",
+                  ", ".join(sorted(set(column("device").dropna().astype(str)))) or "–"])
+    return view
+
+
+VIEWS = {"verdict": verdict_view, "table1": table1_view, "table2": table2_view, "comparisons": comparisons_view,
+         "runs": runs_view}
 
 
 def read_table(path: str | Path | None) -> pd.DataFrame:
@@ -187,10 +220,11 @@ def markdown(view: TableView) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """``inn markdown``: the verdict, Table 1, Table 2 and the paired comparisons of a tables
-    folder (``results/tables``, or ``inn collect --out-dir``) as Markdown, formatted as in the report."""
+    """``inn markdown``: the verdict, Table 1, Table 2, the paired comparisons and the training
+    runs of a tables folder (``results/tables``, or ``inn collect --out-dir``) as Markdown,
+    formatted as in the report."""
     parser = argparse.ArgumentParser(prog="inn markdown", description=main.__doc__)
-    parser.add_argument("tables", help="folder with verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv")
+    parser.add_argument("tables", help="folder with verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv, runs.tsv")
     parser.add_argument("--out", help="the Markdown file to write (default: standard output)")
     args = parser.parse_args(argv)
     if not Path(args.tables).is_dir():
@@ -198,8 +232,8 @@ def main(argv: list[str]) -> None:
                        "(results/tables in a workflow run)")
     shown = views(args.tables)
     if not shown:
-        raise InnError(f"{args.tables}: holds none of verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv "
-                       "with rows; run inn collect (or the workflow's collect_tables) first")
+        raise InnError(f"{args.tables}: holds none of verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv, "
+                       "runs.tsv with rows; run inn collect (or the workflow's collect_tables) first")
     text = "\n".join(f"### {view.title}\n\n{markdown(view)}" for view in shown.values())
     if args.out:
         with atomic_open(args.out, encoding="utf-8") as handle:
