@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
     "collect": ("inn.experiment.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
     "report": ("inn.experiment.report:main", "render the HTML report from the workflow's tables and measurements"),
-    "markdown": ("inn.experiment.views:main", "the verdict and Tables 1-2 of a tables folder as Markdown, for documents"),
+    "markdown": ("inn.experiment.views:main", "a tables folder's verdict, Tables 1-2, comparisons and runs as Markdown"),
     "concat-tables": ("inn.experiment.collect:concat_main", "stack TSV tables with the same columns into one"),
     "benchmark": ("inn.experiment.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
