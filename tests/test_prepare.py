@@ -57,3 +57,24 @@ def test_walk_sets_use_distinct_reproducible_seeds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.pt", "lengths.tsv", "prepared.json", "summary.tsv", "test.pt",
                                                            "train.pt"]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_tags_never_seen_in_training_are_counted_and_named(tmp_path, ewt_dir, caplog):
+    """A test tag the training split lacks can never be predicted: the summary counts its tokens
+    and a warning names it, so a score capped by the data is not mistaken for the model's."""
+    sentences = (ewt_dir / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").split("\n\n")[:30]
+    text = "\n\n".join(sentences) + "\n\n"
+    files = {}
+    for split in ("train", "dev", "test"):
+        files[split] = tmp_path / f"{split}.conllu"
+        if split == "test":  # the first token's XPOS (5th column) becomes a tag no sentence has
+            fields = text.split("\n1\t", 1)[1].split("\t")
+            text = text.replace("\n1\t" + "\t".join(fields[:4]), "\n1\t" + "\t".join(fields[:3] + ["ZZZ"]), 1)
+        files[split].write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    status = main(["prepare-pos", "--corpus", "mine", "--format", "conllu", "--out-dir", str(out),
+                   *[f"--{split}={path}" for split, path in files.items()]])
+    assert status == 0
+    summary = pd.read_csv(out / "summary.tsv", sep="\t")
+    assert summary.unseen_tag_tokens.tolist() == [0, 0, 1]
+    assert "mine test: 1 token(s) carry 1 tag(s) never seen in training (ZZZ x1)" in caplog.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -24,18 +25,26 @@ log = logging.getLogger(__name__)
 
 
 def summarize_pos(corpus: str, splits: dict[str, list[Sentence]], features: FeatureExtractor) -> pd.DataFrame:
-    """Sentences, tokens, tag types, and the share of tokens that map to the unknown word."""
+    """Sentences, tokens, tag types, the share of tokens that map to the unknown word, and the
+    tokens whose tag never occurs in training (no model can tag them right: a warning says so)."""
     rows = []
     for split, sentences in splits.items():
         words = [w for s in sentences for w, _ in s]
+        tags = Counter(t for s in sentences for _, t in s)
+        unseen_tags = {tag: count for tag, count in tags.items() if tag not in features.tags.index}
+        if unseen_tags:
+            log.warning("%s %s: %d token(s) carry %d tag(s) never seen in training (%s); no model predicts "
+                        "them, so they count as errors", corpus, split, sum(unseen_tags.values()), len(unseen_tags),
+                        ", ".join(f"{tag} x{count}" for tag, count in sorted(unseen_tags.items())))
         rows.append({
             "corpus": corpus,
             "split": split,
             "sentences": len(sentences),
             "tokens": len(words),
-            "tag_types": len({t for s in sentences for _, t in s}),
+            "tag_types": len(tags),
             "oov_rate": sum(w.lower() not in features.words for w in words) / max(len(words), 1),
             "unseen_rate": sum(not features.is_known(w) for w in words) / max(len(words), 1),
+            "unseen_tag_tokens": sum(unseen_tags.values()),
         })
     return pd.DataFrame(rows)
 
