@@ -144,6 +144,12 @@ def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
         collect_main(["--results", str(root), str(root), "--out-dir", str(tmp_path / "twice")])
     with pytest.raises(InnError, match="no finished runs"):
         collect_main(["--results", str(root / "data"), "--out-dir", str(tmp_path / "none")])
+    # a seed of another scale in a second folder is not pooled with the first's
+    other = tmp_path / "other"
+    fake_run(other, "walks", "b0.5", "inn", 3, 0.12, [0.2, 0.15], hidden_size=200, scale="paper")
+    fake_run(other, "walks", "b0.5", "inn", 4, 0.12, [0.2, 0.15], hidden_size=64, scale="comparison")
+    with pytest.raises(InnError, match="walks b0.5 inn: its seeds come from different scales .*seed 3: paper"):
+        collect_main(["--results", str(root), str(other), "--out-dir", str(tmp_path / "mixed")])
     (root / "eval/pos/ewt/inn/seed1/predictions.tsv").unlink()
     with pytest.raises(InnError, match="inn/seed1/metrics.json: its predictions.tsv is missing"):
         collect_main(["--results", str(root), "--out-dir", str(tmp_path / "partial")])

@@ -105,7 +105,22 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         key = run_key(path)
         paths[(key["task"], key["dataset"], key["model"], key["seed"])] = str(path)
     runs["predictions_path"] = [paths.get((r.task, r.dataset, r.model, r.seed)) for r in runs.itertuples()]
+    _check_seeds_alike(runs)
     return runs.sort_values(["task", "dataset", "model", "seed"], ignore_index=True)
+
+
+def _check_seeds_alike(runs: pd.DataFrame) -> None:
+    """The seeds of one model on one data set are pooled: they must be runs of one setup (one
+    scale, one size, the same data), or a table would average unlike runs without a word. (Not
+    the parameter count: the perceptron's grows with what its seed's passes saw.) A field an
+    older run did not record is not compared."""
+    for (task, dataset, model), group in runs.groupby(["task", "dataset", "model"]):
+        for column, what in (("scale", "scales"), ("size", "sizes"), ("data_fingerprint", "data (fingerprints)")):
+            values = group[column].dropna().unique() if column in group else []
+            if len(values) > 1:
+                seeds = ", ".join(f"seed {r.seed}: {getattr(r, column)}" for r in group.itertuples())
+                raise InnError(f"{task} {dataset} {model}: its seeds come from different {what} ({seeds}); "
+                               "collect the runs of each setup separately")
 
 
 def _seed_summary(values: pd.Series, digits: int) -> dict:
