@@ -155,6 +155,50 @@ def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
         collect_main(["--results", str(root), "--out-dir", str(tmp_path / "partial")])
 
 
+def test_collect_refuses_runs_that_would_make_a_wrong_table(runs, tmp_path):
+    """Every way of mixing runs that would average or compare unlike things stops with one line."""
+    root, _ = runs
+    out = str(tmp_path / "out")
+    metrics = sorted(map(str, root.glob("eval/*/*/*/seed*/metrics.json")))
+    histories = [m.replace("/eval/", "/train/").replace("metrics.json", "history.tsv") for m in metrics]
+    predictions = [m.replace("metrics.json", "predictions.tsv") for m in metrics]
+    floors = sorted(map(str, root.glob("data/walks/*/floor.tsv")))
+    base = ["--histories", *histories, "--floors", *floors, "--corpora", "ewt", "--out-dir", out]
+
+    def collect(*args):
+        collect_main(["--metrics", *metrics, *args, *base])
+
+    with pytest.raises(InnError, match=r"no predictions.tsv for 1 of 8 runs \(first: pos ewt bilstm seed 1\)"):
+        collect("--predictions", *predictions[1:])
+    with pytest.raises(InnError, match="tagging runs of ewt but --corpora names none"):
+        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--histories", *histories,
+                      "--out-dir", out])
+    with pytest.raises(InnError, match="no dev score for walks b0.5 bilstm-h300 seed 1"):
+        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--corpora", "ewt",
+                      "--histories", *[h for h in histories if "h300" not in h], "--out-dir", out])
+    # a second floor of b0.5 from other walks
+    other = tmp_path / "other" / "walks" / "b0.5"
+    other.mkdir(parents=True)
+    write_tsv(other / "floor.tsv", pd.read_csv(floors[0], sep="\t").assign(bayes_error=0.3))
+    with pytest.raises(InnError, match="another floor of b0.5"):
+        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--histories", *histories,
+                      "--floors", *floors, str(other / "floor.tsv"), "--corpora", "ewt", "--out-dir", out])
+    # an evaluation of the dev split, and a run in another run's folder
+    bilstm = root / "eval/pos/ewt/bilstm/seed1/metrics.json"
+    record = json.loads(bilstm.read_text())
+    bilstm.write_text(json.dumps({**record, "split": "dev"}))
+    with pytest.raises(InnError, match="scores the dev split, not the whole test split"):
+        collect("--predictions", *predictions)
+    bilstm.write_text(json.dumps({**record, "seed": 2}))
+    with pytest.raises(InnError, match="folder says pos ewt bilstm seed 1 but the file says pos ewt bilstm seed 2"):
+        collect("--predictions", *predictions)
+    bilstm.write_text(json.dumps(record))
+    # two INN sizes would share one row
+    fake_run(root, "walks", "b0.5", "inn-h64", 1, 0.12, [0.2, 0.15])
+    with pytest.raises(InnError, match="runs of inn, inn-h64 would share the inn row"):
+        collect_main(["--results", str(root), "--out-dir", out])
+
+
 def test_verdicts_follow_the_papers_direction(runs):
     root, _ = runs
     v = pd.read_csv(root / "tables/verdict.tsv", sep="\t").set_index(["dataset", "baseline"])

@@ -76,10 +76,20 @@ def test_reproducible_for_a_seed():
 def test_different_test_sets_are_refused():
     a = unit_scores([predictions([[True] * 3] * 5)], "sentence", "correct")
     b = unit_scores([predictions([[True] * 3] * 6)], "sentence", "correct")
-    with pytest.raises(InnError, match="different test sets"):
+    with pytest.raises(InnError, match="different test data"):
         paired_bootstrap(a, b)
-    with pytest.raises(InnError, match="different test sets"):
+    with pytest.raises(InnError, match="different test data"):
         unit_scores([predictions([[True] * 3] * 5), predictions([[True] * 2] * 5)], "sentence", "correct")
+    # the same sizes, other gold labels (another tag column, another walk set): refused too
+    other = predictions([[True] * 3] * 5).assign(gold="C", predicted="C")
+    with pytest.raises(InnError, match="different gold labels"):
+        paired_bootstrap(a, unit_scores([other], "sentence", "correct"))
+    with pytest.raises(InnError, match="different gold labels"):
+        unit_scores([predictions([[True] * 3] * 5), other], "sentence", "correct")
+    # without gold digests (scores built by hand) the sizes still decide
+    bare = UnitScores(np.ones(6), np.ones(6, dtype=int), 1)
+    with pytest.raises(InnError, match="different test sets"):
+        paired_bootstrap(UnitScores(np.ones(5), np.ones(5, dtype=int), 1), bare)
 
 
 def _seeded(rng, sizes, correct_rates):

@@ -55,6 +55,12 @@ def run_key(path: str | Path) -> dict:
     return key
 
 
+def run_label(key) -> str:
+    """``walks b0.5 inn seed 1``: a run as messages name it."""
+    return " ".join(str(key[name]) if name != "seed" else f"seed {key[name]}"
+                    for name in ("task", "dataset", "model", "seed") if name in key)
+
+
 def _ended_by(metrics: dict) -> str | None:
     """What ended a neural run's training: ``patience`` (that many epochs without a better dev
     score) or ``cap`` (``max_epochs`` reached first); None where the metrics do not say."""
@@ -85,6 +91,15 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
                            f"seed {key['seed']}); give each run once, or its seeds would count twice")
         seen[run] = path
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+        recorded = {name: data[name] for name in key if name in data}
+        if recorded != {name: key[name] for name in recorded}:
+            raise InnError(f"{path}: its folder says {run_label(key)} but the file says {run_label(recorded)} "
+                           "(a run copied into another's folder?); put it back, or evaluate it again")
+        if data.get("split", "test") != "test" or data.get("max_sequences"):
+            raise InnError(f"{path}: scores the {data.get('split')} split"
+                           f"{' (first ' + str(data['max_sequences']) + ' sequences)' if data.get('max_sequences') else ''}"
+                           ", not the whole test split; the tables need test scores (inn evaluate without --split "
+                           "or --max-sequences)")
         row = {**key, **{k: v for k, v in data.items() if not isinstance(v, (dict, list)) and k not in key}}
         sized = SIZED.match(key["model"])
         row["base_model"] = sized["base"] if sized else key["model"]
@@ -105,6 +120,11 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         key = run_key(path)
         paths[(key["task"], key["dataset"], key["model"], key["seed"])] = str(path)
     runs["predictions_path"] = [paths.get((r.task, r.dataset, r.model, r.seed)) for r in runs.itertuples()]
+    missing = runs[runs.predictions_path.isna()]
+    if len(missing):
+        raise InnError(f"no predictions.tsv for {len(missing)} of {len(runs)} runs (first: "
+                       f"{run_label(missing.iloc[0])}); every comparison needs each run's test predictions: give "
+                       "them all (--predictions, or --results)")
     _check_seeds_alike(runs)
     return runs.sort_values(["task", "dataset", "model", "seed"], ignore_index=True)
 
@@ -114,6 +134,11 @@ def _check_seeds_alike(runs: pd.DataFrame) -> None:
     scale, one size, the same data), or a table would average unlike runs without a word. (Not
     the parameter count: the perceptron's grows with what its seed's passes saw.) A field an
     older run did not record is not compared."""
+    for (task, dataset, base), group in runs.groupby(["task", "dataset", "base_model"]):
+        names = sorted(group.model.unique())
+        if len(names) > 1 and not (task == "walks" and base == "bilstm"):  # only the b-LSTM is swept
+            raise InnError(f"{task} {dataset}: runs of {', '.join(names)} would share the {base} row; only the "
+                           "walks' b-LSTM is a sweep of sizes: collect each size of the others separately")
     for (task, dataset, model), group in runs.groupby(["task", "dataset", "model"]):
         for column, what in (("scale", "scales"), ("size", "sizes"), ("data_fingerprint", "data (fingerprints)")):
             values = group[column].dropna().unique() if column in group else []
@@ -148,10 +173,11 @@ def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     bilstm = group[group.base_model == "bilstm"]
     if bilstm.empty:
         return np.nan, bilstm
-    by_size = bilstm.groupby("size").agg(dev=("best_dev", "mean"), test=("error", "mean"))
-    # Choose on dev error; fall back to test error only when no dev score was recorded.
-    criterion = by_size.dev if by_size.dev.notna().any() else by_size.test
-    size = int(criterion.idxmin())
+    undecided = bilstm[bilstm.best_dev.isna()] if "best_dev" in bilstm else bilstm
+    if len(undecided):
+        raise InnError(f"no dev score for {run_label(undecided.iloc[0])} (its history.tsv): the b-LSTM size is "
+                       "chosen on dev error, never on test; give every run's history (--histories, or --results)")
+    size = int(bilstm.groupby("size").best_dev.mean().idxmin())
     return size, bilstm[bilstm["size"] == size]
 
 
@@ -259,6 +285,11 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
     """
     comparisons = comparisons if comparisons is not None else []
     pos = runs[runs.task == "pos"] if not runs.empty else runs
+    corpora = list(corpora)
+    unlisted = sorted(set(pos.dataset) - set(corpora)) if not pos.empty else []
+    if unlisted:
+        raise InnError(f"tagging runs of {', '.join(unlisted)} but --corpora names "
+                       f"{', '.join(corpora) or 'none'}: list every corpus to show (in report order)")
     order = list(MODELS)
     implicit = implicit_models()
     rows = []
@@ -354,12 +385,20 @@ def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] 
         match = FLOOR_PATH.search(Path(path).as_posix())
         if not match:
             raise InnError(f"{path}: not a floor file (expected .../walks/b<b>/floor.tsv)")
-        found[match["dataset"]] = [read_tsv(path).iloc[0].to_dict(), None]
+        row = read_tsv(path).iloc[0].to_dict()
+        if match["dataset"] in found and found[match["dataset"]][0] != row:
+            raise InnError(f"{path}: another floor of {match['dataset']} than the first one given (other walks); "
+                           "collect the runs of each walk set separately")
+        found[match["dataset"]] = [row, None]
     for path in predictions:
         match = FLOOR_PATH.search(Path(path).as_posix())
         if not match or match["dataset"] not in found:
             raise InnError(f"{path}: floor predictions without their floor.tsv")
-        found[match["dataset"]][1] = read_tsv(path)
+        table = read_tsv(path)
+        if found[match["dataset"]][1] is not None and not found[match["dataset"]][1].equals(table):
+            raise InnError(f"{path}: other floor predictions of {match['dataset']} than the first ones given "
+                           "(other walks); collect the runs of each walk set separately")
+        found[match["dataset"]][1] = table
     return {dataset: tuple(value) for dataset, value in found.items()}
 
 
@@ -378,10 +417,12 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
             if not predictions.is_file():
                 raise InnError(f"{metrics}: its predictions.tsv is missing; evaluate the run again")
             history = folder / "train" / metrics.parent.relative_to(folder / "eval") / "history.tsv"
+            if not history.is_file():
+                raise InnError(f"{metrics}: its run's {history} is missing (the dev scores that pick the b-LSTM "
+                               "size, and the runs table, come from it)")
             found["metrics"].append(str(metrics))
             found["predictions"].append(str(predictions))
-            if history.is_file():
-                found["histories"].append(str(history))
+            found["histories"].append(str(history))
             if run_key(metrics)["task"] == "pos":
                 corpora.add(run_key(metrics)["dataset"])
         for floor in sorted(folder.glob("data/walks/*/floor.tsv")):

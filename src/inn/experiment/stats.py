@@ -29,6 +29,7 @@ dominating the test-set noise.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -55,6 +56,8 @@ class UnitScores:
     seed_rates: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: a deterministic rule (the walks' Bayes-optimal floor): no seed-to-seed variance at all
     fixed: bool = False
+    #: a digest of the test set's units and gold labels ("" unknown): two sides must share it
+    gold: str = ""
 
     @property
     def rate(self) -> float:
@@ -82,8 +85,13 @@ def unit_scores(predictions: Sequence[pd.DataFrame], unit: str, count: str, fixe
     """
     if not predictions:
         raise InnError("unit_scores: no predictions")
-    hits, sizes, rates = None, None, []
+    hits, sizes, rates, gold = None, None, [], None
     for table in predictions:
+        digest = _gold_digest(table, unit)
+        if gold is not None and digest != gold:
+            raise InnError("unit_scores: the seeds' predictions carry different gold labels, so they were scored "
+                           "on different test data; evaluate every seed on the same prepared test split")
+        gold = digest
         flags = table.gold.astype(str) == table.predicted.astype(str)
         if count == "wrong":
             flags = ~flags
@@ -97,7 +105,13 @@ def unit_scores(predictions: Sequence[pd.DataFrame], unit: str, count: str, fixe
                            f"{len(sizes)} / {int(sizes.sum())}); rerun evaluation on one split")
         else:
             hits = hits + grouped["sum"].to_numpy(np.float64)
-    return UnitScores(hits / len(predictions), sizes, len(predictions), np.array(rates), fixed)
+    return UnitScores(hits / len(predictions), sizes, len(predictions), np.array(rates), fixed, gold)
+
+
+def _gold_digest(table: pd.DataFrame, unit: str) -> str:
+    """A hash of the units and gold labels of one predictions table, in their order."""
+    columns = table[[unit, "gold"]].astype(str)
+    return hashlib.sha256(pd.util.hash_pandas_object(columns, index=False).to_numpy().tobytes()).hexdigest()[:16]
 
 
 def paired_bootstrap(a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, seed: int = 0,
@@ -117,6 +131,10 @@ def paired_bootstrap(a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, s
         ``test_p_value`` (test set only), ``seed_aware`` and ``units``. A p-value is two-sided:
         twice the smaller share of replicates on either side of zero, floored at 1 / resamples.
     """
+    if a.gold and b.gold and a.gold != b.gold:
+        raise InnError("paired_bootstrap: the two models' predictions carry different gold labels, so they were "
+                       "scored on different test data (another corpus, walk set or tag column); compare runs of "
+                       "one prepared data set")
     if not np.array_equal(a.sizes, b.sizes):
         raise InnError(f"paired_bootstrap: the two models were scored on different test sets "
                        f"({len(a.sizes)} units / {int(a.sizes.sum())} items against "
