@@ -192,6 +192,11 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
     # more epochs is not a different configuration: the run resumes and finishes
     history = train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
     assert history.epoch.tolist() == [1, 2]
+    # the checkpoint says the schedule the run finished under, not that of its best epoch
+    train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=4), {"hidden_size": 8}, device="cpu", stop_after=2)
+    train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
+    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    assert saved["meta"]["epochs"] == 2 and saved["meta"]["settings"]["training"]["max_epochs"] == 2
 
 
 def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, walk_dir):
@@ -320,3 +325,23 @@ def test_jacobian_regularisation_adds_to_the_loss_and_trains(tmp_path, walk_dir)
     assert reg.nonconverged.sum() == 0 and reg.dev_error.notna().all()
     with pytest.raises(InnError, match=r"^training\.jacobian_weight: -1\.0 is less than the minimum of 0$"):
         dataclasses.replace(cfg, jacobian_weight=-1.0)
+
+
+def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, capsys):
+    """A new run in a finished run's folder moves the old model and history aside, so an
+    interrupted new run never leaves its history beside the old model; evaluation refuses a
+    history of another run."""
+    from inn.experiment.cli import main
+
+    out = tmp_path / "run"
+    train("pos", pos_dir, "gru", out, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
+    old = (out / "checkpoint.pt").read_bytes()
+    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1)
+    assert not (out / "checkpoint.pt").exists() and len(pd.read_csv(out / "history.tsv", sep="\t")) == 1
+    [aside] = out.glob("checkpoint.pt.replaced-*")
+    assert aside.read_bytes() == old and len(list(out.glob("history.tsv.replaced-*"))) == 1
+    (out / "checkpoint.pt").write_bytes(old)  # the old model beside the new, unfinished history
+    assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
+                 "--history", str(out / "history.tsv"), "--out-dir", str(tmp_path / "eval")]) == 2
+    assert "history.tsv has 1 epoch(s) but" in capsys.readouterr().err
+    assert not (tmp_path / "eval" / "metrics.json").exists()

@@ -151,7 +151,12 @@ def main(argv: list[str]) -> None:
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
     if args.history:
         history = read_tsv(args.history)
-        metrics["epochs"] = int(history["epoch"].max())
+        epochs = int(history["epoch"].max())
+        if metrics.get("epochs") is not None and metrics["epochs"] != epochs:
+            raise InnError(f"{args.history} has {epochs} epoch(s) but {args.checkpoint} finished after "
+                           f"{metrics['epochs']}: they are of different runs (a run started again in its folder?); "
+                           "give the history of this checkpoint's run, or finish the new run")
+        metrics["epochs"] = epochs
         # (the perceptron's one row holds all its passes)
         metrics["seconds_per_epoch"] = float(history["seconds"].sum()) / max(metrics["epochs"], 1)
     out = Path(args.out)

@@ -412,6 +412,22 @@ def _holding_out_dir(function):
     return wrapper
 
 
+def _set_aside_finished_run(out_dir: Path) -> None:
+    """Training afresh in the folder of a finished run: its ``checkpoint.pt`` and ``history.tsv``
+    are moved aside (``*.replaced-<time>``, with a warning), so that the new run's history is
+    never read beside the old run's model, and nothing is lost."""
+    if not (out_dir / "checkpoint.pt").is_file():
+        return  # no finished run: a history beside no model is the restarted run's own
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in ("checkpoint.pt", "history.tsv"):
+        path = out_dir / name
+        if path.is_file():
+            aside = path.with_name(f"{name}.replaced-{stamp}")
+            os.replace(path, aside)
+            log.warning("%s holds a finished run: training afresh, its %s is set aside as %s", out_dir, name,
+                        aside.name)
+
+
 def _stop_note(last_path: Path, epoch: int) -> str:
     """What a run stopped during ``epoch`` leaves behind, said truthfully."""
     if last_path.is_file():
@@ -472,6 +488,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                     if model_cfg.implicit and cfg.warm_start_adjoint else None)
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": []}
     saved = _resume_point(last_path, dev_, settings, trained_on["fingerprint"])
+    if saved is None:
+        _set_aside_finished_run(out_dir)
     if saved is not None:
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -532,9 +550,13 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                        f"move {last_path} aside to train afresh")
     write_tsv(out_dir / "history.tsv", history)
     best = torch.load(best_path, map_location="cpu", weights_only=False)
+    # The settings the run finished under: a resume may have changed its schedule (patience,
+    # max_epochs), and best.pt holds the ones of the epoch it was written in.
     best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"],
                         seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
-                        parameters=model.num_parameters(), threads=torch.get_num_threads())
+                        parameters=model.num_parameters(), threads=torch.get_num_threads(), settings=settings)
+    if "settings" in best:
+        best["settings"] = settings
     torch_save(best, out_dir / "checkpoint.pt")
     last_path.unlink()  # first: a crash between the two restarts training rather than failing
     best_path.unlink()
