@@ -313,6 +313,39 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     assert (status, err) == (0, "") and out.read_text() == ""
 
 
+def test_plain_text_keeps_its_lines_and_refuses_lone_carriage_returns(tmp_path, models, capsys, caplog):
+    """Horizontal output lines up with horizontal input, blank lines included; old Mac line
+    ends would merge sentences and are refused; filling another column than the model's warns."""
+    model = models / "inn" / "checkpoint.pt"
+    text = tmp_path / "in.txt"
+    text.write_text("The cat sleeps .\n\n   \nA dog barks .\n", encoding="utf-8")
+    status, out, _ = _tag([model, text, "--input", "horizontal", "--output", "horizontal"], capsys)
+    lines = out.split("\n")
+    assert status == 0 and out.count("\n") == 4 and lines[1:3] == ["", ""]
+    assert [p.rsplit("_", 1)[0] for p in lines[3].split()] == ["A", "dog", "barks", "."]
+    status, out, _ = _tag([model, text, "--input", "horizontal"], capsys)  # CoNLL-U: two sentences, no empty ones
+    assert status == 0 and out.count("\n\n") == 2 and not out.startswith("\n")
+    text.write_bytes(b"The cat sleeps .\rA dog barks .\r")
+    assert _tag([model, text], capsys)[2] == (
+        f"error: {text}:1: a carriage return inside the line: end lines with \\n or \\r\\n "
+        "(e.g. tr '\\r' '\\n' < in > out)\n")
+    text.write_text("The cat sleeps .\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.tag"):
+        assert _tag([model, text, "--column", "upos"], capsys)[0] == 0
+    assert "the model predicts XPOS tags but --column upos fills UPOS with them" in caplog.text
+
+
+def test_export_takes_only_this_models_test_scores(tmp_path, models, capsys):
+    run = models / "inn"
+    evaluated = json.loads((run / "eval" / "metrics.json").read_text())
+    for wrong, message in (({"model": "bilstm"}, "scores model bilstm, but"), ({"seed": 7}, "scores seed 7, but"),
+                           ({"split": "dev"}, "scores the dev split, or part of it")):
+        (tmp_path / "m.json").write_text(json.dumps({**evaluated, **wrong}))
+        assert main(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--metrics",
+                     str(tmp_path / "m.json"), "--out", str(tmp_path / "t.pt")]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "t.pt").exists()
+
+
 def test_a_file_that_is_not_a_tagger_is_one_line(tmp_path, models, capsys):
     walks = tmp_path / "walks.pt"
     payload = read_checkpoint(models / "bilstm" / "checkpoint.pt")

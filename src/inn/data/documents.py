@@ -67,7 +67,12 @@ def decode(data: bytes, source: str) -> str:
         bad = data[exc.start : exc.start + 4]
         raise InnError(f"{source}: not UTF-8 text (byte offset {exc.start}: {bad!r}); convert it to UTF-8 first, "
                        f"e.g. iconv -f latin1 -t utf-8") from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n")
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    if "\r" in text:  # lone carriage returns (old Mac line ends) would merge lines into one
+        line = text.count("\n", 0, text.index("\r")) + 1
+        raise InnError(f"{source}:{line}: a carriage return inside the line: end lines with \\n or \\r\\n "
+                       "(e.g. tr '\\r' '\\n' < in > out)")
+    return text
 
 
 def looks_like_conllu(text: str) -> bool:
@@ -122,10 +127,11 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
 
 
 def read_plain_text(text: str, form: str) -> list[TextSentence]:
-    """Sentences of horizontal text (a sentence a line, tokens split at spaces) or vertical
-    text (a token a line, its first tab-separated field; a blank line ends a sentence)."""
-    if form == "horizontal":
-        return [TextSentence(words=line.split()) for line in text.split("\n") if line.strip()]
+    """Sentences of horizontal text (a sentence a line, tokens split at spaces; a blank line is
+    an empty sentence, so horizontal output keeps the lines) or vertical text (a token a line,
+    its first tab-separated field; a blank line ends a sentence)."""
+    if form == "horizontal":  # a blank line is an empty sentence: output lines match input lines
+        return [TextSentence(words=line.split()) for line in text.removesuffix("\n").split("\n")] if text else []
     return [TextSentence(words=[line.split("\t")[0].strip() for _, line in block]) for block in _blocks(text)]
 
 
@@ -154,6 +160,8 @@ def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]],
     out: list[str] = []
     index = CONLLU_FIELDS.index(column)
     for sentence, sentence_tags in zip(sentences, tags):
+        if not sentence.words and form != "horizontal":
+            continue  # a blank line of horizontal input: no sentence in CoNLL-U or vertical output
         if form == "horizontal":
             out.append(" ".join(f"{w}_{t}" for w, t in zip(sentence.words, sentence_tags)) + "\n")
         elif form == "vertical":

@@ -113,6 +113,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),
         "split": split,
+        "max_sequences": max_sequences,  # None: the whole split
         **metrics,
         "parameters": meta.get("parameters", model.num_parameters() if hasattr(model, "num_parameters") else None),
         "hidden_size": config.hidden_size if config is not None else None,

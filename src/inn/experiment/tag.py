@@ -76,6 +76,9 @@ def tag_main(argv: list[str]) -> None:
     tagger = Tagger.load(args.model, args.device, args.batch_size)
     column = args.column or tagger.column
     log.info("%s (loaded in %.1f s)", tagger.describe(), time.perf_counter() - loaded)
+    if column != tagger.column:
+        log.warning("the model predicts %s tags but --column %s fills %s with them (and --accuracy scores them "
+                    "against its gold tags)", tagger.column.upper(), column, column.upper())
     start = time.perf_counter()
     pairs, forms = _read_inputs(args.files, args.input)
     sentences = [s for s, _ in pairs]
@@ -149,6 +152,14 @@ def export_main(argv: list[str]) -> None:
         if fingerprint is not None and fingerprint != payload["data"]["fingerprint"]:
             raise InnError(f"{args.metrics} scores other data (fingerprint {fingerprint}) than {args.checkpoint} "
                            f"was trained on ({payload['data']['fingerprint']})")
+        meta = payload["meta"]
+        for key in ("model", "seed"):
+            if metrics.get(key) is not None and meta.get(key) is not None and str(metrics[key]) != str(meta[key]):
+                raise InnError(f"{args.metrics} scores {key} {metrics[key]}, but {args.checkpoint} is {key} "
+                               f"{meta[key]}: give this model's metrics.json")
+        if metrics.get("split", "test") != "test" or metrics.get("max_sequences"):
+            raise InnError(f"{args.metrics} scores the {metrics.get('split')} split, or part of it: a tagger "
+                           "file's test score comes from inn evaluate on the whole test split")
         payload = with_test_scores(payload, metrics)
     save_payload(payload, args.out)
     log.info("wrote %s (%s, %s column)", args.out, payload["meta"].get("model"), payload["data"]["column"])
