@@ -345,3 +345,24 @@ def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, ca
                  "--history", str(out / "history.tsv"), "--out-dir", str(tmp_path / "eval")]) == 2
     assert "history.tsv has 1 epoch(s) but" in capsys.readouterr().err
     assert not (tmp_path / "eval" / "metrics.json").exists()
+
+
+def test_a_run_on_the_first_sentences_treats_the_rest_as_unseen(tmp_path, pos_dir):
+    """With max_train the vocabularies still cover the whole split: the rows of words (and
+    affixes) that the trained sentences never use are the unknown entry's, and unseen-word
+    accuracy counts a word as seen only if the trained sentences hold it."""
+    from inn.batches import load_features, read_split
+
+    train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    features = load_features(pos_dir)
+    trained = {w.lower() for s in read_split(pos_dir, "train")[:40] for w, _ in s}
+    seen = {features.words.lookup(w) for w in trained}
+    weight = saved["state_dict"]["encoder.words.weight"]
+    never = [i for i in range(2, len(features.words)) if i not in seen]
+    assert never and all(torch.equal(weight[i], weight[1]) for i in never)
+    assert not any(torch.equal(weight[i], weight[1]) for i in seen - {1})
+    assert set(saved["data"]["vocabularies"]["word_counts"]) == trained
+    metrics, _ = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", device="cpu")
+    test_words = [w.lower() for s in read_split(pos_dir, "test") for w, _ in s]
+    assert metrics["unseen_tokens"] == sum(w not in trained for w in test_words)

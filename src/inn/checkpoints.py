@@ -53,7 +53,8 @@ def _version() -> str:
     return inn.__version__
 
 
-def describe_data(folder: str | os.PathLike, task: str, column: str | None = None) -> dict[str, Any]:
+def describe_data(folder: str | os.PathLike, task: str, column: str | None = None,
+                  max_train: int | None = None) -> dict[str, Any]:
     """The ``data`` section of a checkpoint trained on the prepared ``folder``.
 
     Args:
@@ -61,6 +62,9 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
             corpus name) or ``walks`` (the fingerprint alone).
         column: the CoNLL-U column the tags came from; default: what the data stage recorded
             in ``prepared.json``, else :data:`DEFAULT_COLUMN`.
+        max_train: the run trains on the first ``max_train`` sentences only: the vocabularies'
+            ``word_counts`` (which words count as seen in training, for unseen-word accuracy)
+            are then those of the sentences it trains on, not of the whole split.
     """
     from inn.data.fingerprint import data_fingerprint, read_record
 
@@ -74,6 +78,14 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
         if column not in COLUMNS:
             raise InnError(f"unknown tag column {column!r}: use {' or '.join(COLUMNS)}")
         features = json.loads((folder / "features.json").read_text(encoding="utf-8"))
+        if max_train is not None:
+            from collections import Counter
+
+            from inn.data.corpora import read_tagged
+
+            counts = Counter(w.lower() for sentence in read_tagged(folder / "train.tsv")[:max_train]
+                             for w, _ in sentence)
+            features["word_counts"] = dict(counts.most_common())
         section.update(corpus=record.get("corpus", folder.name), column=column, vocabularies=features)
     return section
 
@@ -186,7 +198,8 @@ def self_contained(payload: dict[str, Any], path: str | os.PathLike,
             raise InnError(f"{path} was trained on other data than {data_dir} (fingerprint {data['fingerprint']}, "
                            f"the folder's {described['fingerprint']}): give the folder it was trained on")
         _check_vocabularies(payload, described["vocabularies"], path, data_dir)
-        data = {**described, **{k: v for k, v in data.items() if k == "corpus"}}
+        # its own vocabularies where it has them (their word counts are those it trained on)
+        data = {**described, **{k: v for k, v in data.items() if k in ("corpus", "vocabularies")}}
     elif "vocabularies" not in data:
         raise InnError(f"{path} holds no feature vocabularies (written by inn before tagger files, format "
                        f"{payload.get('format')}): convert it with `inn export-tagger --checkpoint {path} "

@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -67,6 +68,16 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
     return fingerprint
 
 
+def _known_words(payload: dict, features) -> Callable[[str], bool]:
+    """Whether a word occurred in what the model trained on: the checkpoint's own word counts
+    (those of its first ``max_train`` training sentences where the run was limited to them,
+    :func:`inn.checkpoints.describe_data`), else the prepared split's."""
+    counts = ((payload.get("data") or {}).get("vocabularies") or {}).get("word_counts")
+    if counts is None:
+        return features.is_known
+    return lambda word: word.lower() in counts
+
+
 def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
@@ -90,7 +101,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
             _check_features(model, meta, features, checkpoint)
             labels, _, failed = predict(model, B.encode_pos(sentences, features), device=dev)
             predicted = [[features.tags.items[i] for i in row.tolist()] for row in labels]
-        metrics, table = score_pos(sentences, predicted, features.is_known)
+        metrics, table = score_pos(sentences, predicted, _known_words(payload, features))
     elif task == "walks":
         examples = B.load_walk_examples(Path(data_dir) / f"{split}.pt", max_sequences)
         if model.config.input_dim != examples[0]["x"].shape[-1]:

@@ -55,6 +55,7 @@ from inn.errors import InnError, positive_int
 from inn.experiment.config import check_settings, training_defaults
 from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
+from inn.data.features import UNK
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
@@ -463,7 +464,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     dev_ = resolve_device(device)
     kind, size = parse_model_name(model_name)
     data = load_task_data(task, data_dir, cfg)
-    trained_on = describe_data(data_dir, task)  # the fingerprint, and what a tagger file needs of the data
+    # the fingerprint, and what a tagger file needs of the data (the words it trains on)
+    trained_on = describe_data(data_dir, task, max_train=cfg.max_train)
     options = dict(model_options or {})
     if size is not None:
         options["hidden_size"] = size
@@ -503,6 +505,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
              model_name, task, model.num_parameters(), model_cfg.hidden_size, len(data.train), len(data.dev),
              dev_, torch.get_num_threads())
 
+    untrained = _never_trained(data, model)
     epochs_run = 0
     while not _finished(state, cfg):
         if stop_after is not None and epochs_run >= stop_after:
@@ -510,6 +513,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             return pd.DataFrame(state["history"])
         epoch = state["epoch"] + 1
         row = _train_epoch(model, optimizer, data, cfg, state["lr"], epoch, dev_, last_path, warm, warm_adjoint)
+        _tie_to_unknown(model, untrained)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
         row = _order(row, task)
@@ -563,6 +567,37 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
              "accuracy" if task == "pos" else "error", state["best"])
     return history
+
+
+def _never_trained(data: TaskData, model: SequenceLabeler) -> dict[str, torch.Tensor]:
+    """Per embedding table of a POS model, the rows that no training sentence uses. The
+    vocabularies come from the whole training split, so with ``max_train`` the words (and
+    affixes) only in the rest would keep their random initial vectors; :func:`_tie_to_unknown`
+    makes them the unknown entry's instead, as a word outside the vocabulary is. Empty (nothing
+    to do) when training sees the whole split."""
+    if data.task != "pos":
+        return {}
+    encoder = model.encoder
+    tables = {"encoder.words": (encoder.words, torch.cat([e["words"] for e in data.train]))}
+    for kind, table in enumerate(encoder.affixes):
+        tables[f"encoder.affixes.{kind}"] = (table, torch.cat([e["affixes"][:, kind] for e in data.train]))
+    untrained = {}
+    for name, (table, used) in tables.items():
+        unused = torch.ones(table.num_embeddings, dtype=torch.bool)
+        unused[used.unique()] = False
+        unused[:UNK + 1] = False  # padding and the unknown entry itself
+        if unused.any():
+            untrained[name] = unused.nonzero().squeeze(1)
+    return untrained
+
+
+def _tie_to_unknown(model: SequenceLabeler, untrained: dict[str, torch.Tensor]) -> None:
+    """Copy each table's unknown vector into its never-trained rows (they get no gradient, so
+    this only changes what they say at evaluation and in the saved model)."""
+    with torch.no_grad():
+        for name, rows in untrained.items():
+            table = model.get_submodule(name)
+            table.weight[rows.to(table.weight.device)] = table.weight[UNK].clone()
 
 
 def _finished(state: dict, cfg: TrainConfig) -> bool:

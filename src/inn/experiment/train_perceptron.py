@@ -28,7 +28,7 @@ def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int
     """Train on ``data_dir``/train.tsv, score dev, write ``checkpoint.pt`` and ``history.tsv``."""
     out_dir = Path(out_dir)
     features = B.load_features(data_dir)
-    trained_on = describe_data(data_dir, "pos")
+    trained_on = describe_data(data_dir, "pos", max_train=max_train)
     train = B.read_split(data_dir, "train")[:max_train]
     dev = B.read_split(data_dir, "dev")
     start = time.perf_counter()
