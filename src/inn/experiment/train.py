@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.nn.functional as Fn
+from torch import nn
 from tqdm import tqdm
 
 from inn import batches as B
@@ -513,7 +514,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             return pd.DataFrame(state["history"])
         epoch = state["epoch"] + 1
         row = _train_epoch(model, optimizer, data, cfg, state["lr"], epoch, dev_, last_path, warm, warm_adjoint)
-        _tie_to_unknown(model, untrained)
+        _tie_to_unknown(untrained)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
         row = _order(row, task)
@@ -569,35 +570,34 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     return history
 
 
-def _never_trained(data: TaskData, model: SequenceLabeler) -> dict[str, torch.Tensor]:
+def _never_trained(data: TaskData, model: SequenceLabeler) -> list[tuple[nn.Embedding, torch.Tensor]]:
     """Per embedding table of a POS model, the rows that no training sentence uses. The
     vocabularies come from the whole training split, so with ``max_train`` the words (and
     affixes) only in the rest would keep their random initial vectors; :func:`_tie_to_unknown`
     makes them the unknown entry's instead, as a word outside the vocabulary is. Empty (nothing
     to do) when training sees the whole split."""
     if data.task != "pos":
-        return {}
+        return []
     encoder = model.encoder
-    tables = {"encoder.words": (encoder.words, torch.cat([e["words"] for e in data.train]))}
-    for kind, table in enumerate(encoder.affixes):
-        tables[f"encoder.affixes.{kind}"] = (table, torch.cat([e["affixes"][:, kind] for e in data.train]))
-    untrained = {}
-    for name, (table, used) in tables.items():
+    tables = [(encoder.words, torch.cat([e["words"] for e in data.train]))]
+    tables += [(table, torch.cat([e["affixes"][:, kind] for e in data.train]))
+               for kind, table in enumerate(encoder.affixes)]
+    untrained = []
+    for table, used in tables:
         unused = torch.ones(table.num_embeddings, dtype=torch.bool)
         unused[used.unique()] = False
         unused[:UNK + 1] = False  # padding and the unknown entry itself
         if unused.any():
-            untrained[name] = unused.nonzero().squeeze(1)
+            untrained.append((table, unused.nonzero().squeeze(1).to(table.weight.device)))
     return untrained
 
 
-def _tie_to_unknown(model: SequenceLabeler, untrained: dict[str, torch.Tensor]) -> None:
+def _tie_to_unknown(untrained: list[tuple[nn.Embedding, torch.Tensor]]) -> None:
     """Copy each table's unknown vector into its never-trained rows (they get no gradient, so
     this only changes what they say at evaluation and in the saved model)."""
     with torch.no_grad():
-        for name, rows in untrained.items():
-            table = model.get_submodule(name)
-            table.weight[rows.to(table.weight.device)] = table.weight[UNK].clone()
+        for table, rows in untrained:
+            table.weight[rows] = table.weight[UNK].clone()
 
 
 def _finished(state: dict, cfg: TrainConfig) -> bool:
