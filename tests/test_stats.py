@@ -92,6 +92,20 @@ def test_different_test_sets_are_refused():
         paired_bootstrap(UnitScores(np.ones(5), np.ones(5, dtype=int), 1), bare)
 
 
+def test_tags_that_look_missing_are_read_as_tags(tmp_path):
+    """A tag set with NA, NULL, nan or 01 (Korean Sejong's NA, say): a predictions.tsv read back
+    scores them as written, right where gold and prediction agree."""
+    from inn.tables import read_tsv, write_tsv
+
+    tags = ["NA", "NULL", "nan", "N/A", "None", "01", "1"]
+    table = pd.DataFrame({"sentence": [0] * 7, "word": ["null", "NA", "x", "y", "z", "01", "1"],
+                          "gold": tags, "predicted": tags[:6] + ["01"]})
+    write_tsv(tmp_path / "predictions.tsv", table)
+    read = read_tsv(tmp_path / "predictions.tsv")
+    assert read["gold"].tolist() == tags and read["word"].tolist() == table["word"].tolist()
+    assert unit_scores([read], "sentence", "correct").seed_rates.tolist() == [6 / 7]
+
+
 def _seeded(rng, sizes, correct_rates):
     """One model's predictions.tsv tables: seed i right on each token with ``correct_rates[i]``."""
     return [predictions([list(rng.random(n) < rate) for n in sizes]) for rate in correct_rates]
