@@ -17,7 +17,7 @@ from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
 from inn.experiment.config import validate_config
 from inn.experiment.report import render, scale_differences
-from inn.tables import write_tsv
+from inn.tables import read_tsv, write_tsv
 from inn.experiment.timing import fit_power_law, fit_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,6 +196,32 @@ def test_collect_refuses_runs_that_would_make_a_wrong_table(runs, tmp_path):
     # two INN sizes would share one row
     fake_run(root, "walks", "b0.5", "inn-h64", 1, 0.12, [0.2, 0.15])
     with pytest.raises(InnError, match="runs of inn, inn-h64 would share the inn row"):
+        collect_main(["--results", str(root), "--out-dir", out])
+
+
+def test_collect_compares_only_runs_of_one_data_set(runs, tmp_path):
+    """Walks of another dim or direction have the same labels: the data's fingerprint, of every
+    model and of the floor, keeps them apart; one b-LSTM size under two names is not pooled."""
+    root, _ = runs
+    out = str(tmp_path / "out")
+    for model in ("inn/seed1", "inn/seed2", "bilstm-h100/seed1", "bilstm-h300/seed1"):
+        path = root / f"eval/walks/b0.5/{model}/metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "data_fingerprint": "aaaa"}))
+    collect_main(["--results", str(root), "--out-dir", out])  # one data set: collected
+    floor = root / "data/walks/b0.5/floor.tsv"
+    write_tsv(floor, read_tsv(floor).assign(data_fingerprint="bbbb"))
+    with pytest.raises(InnError, match=r"walks b0.5: its floor was computed on other walks \(data bbbb\)"):
+        collect_main(["--results", str(root), "--out-dir", out])
+    write_tsv(floor, read_tsv(floor).assign(data_fingerprint="aaaa"))
+    collect_main(["--results", str(root), "--out-dir", out])
+    path = root / "eval/walks/b0.5/bilstm-h300/seed1/metrics.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "data_fingerprint": "cccc"}))
+    with pytest.raises(InnError, match=r"walks b0.5: its runs learnt from different data \(bilstm-h100: aaaa, "
+                                       r"bilstm-h300: cccc, inn: aaaa\)"):
+        collect_main(["--results", str(root), "--out-dir", out])
+    path.write_text(json.dumps({**json.loads(path.read_text()), "data_fingerprint": "aaaa"}))
+    fake_run(root, "walks", "b0.5", "bilstm", 2, 0.15, [0.2, 0.14], hidden_size=100)
+    with pytest.raises(InnError, match=r"walks b0.5: bilstm, bilstm-h100 are one size \(100 units\) under two names"):
         collect_main(["--results", str(root), "--out-dir", out])
 
 

@@ -113,6 +113,19 @@ def test_floor_on_a_fixed_sample_equals_the_reference_figure(tmp_path):
     assert 0.002 < se < 0.01
 
 
+def test_the_floor_names_the_walk_set_it_was_computed_on(tmp_path):
+    """In a prepared walk folder the floor carries the folder's fingerprint (collect pairs it only
+    with runs of those walks); a walk file outside one has none to give."""
+    from inn.data.fingerprint import write_record
+
+    for split in ("train", "dev", "test"):
+        save_walks(tmp_path / f"{split}.pt", generate_walks(20, 0.5, 3, seed=1), b=0.5, dim=3, direction="gaussian")
+    fingerprint = write_record(tmp_path)
+    assert walk_floor(tmp_path / "test.pt")[0]["data_fingerprint"] == fingerprint
+    (tmp_path / "prepared.json").unlink()
+    assert "data_fingerprint" not in walk_floor(tmp_path / "test.pt")[0]
+
+
 def test_walk_file_without_its_generator_settings(tmp_path):
     save_walks(tmp_path / "old.pt", generate_walks(5, 0.5, 3, seed=0), b=0.5, dim=3)
     with pytest.raises(InnError, match="without its generator's 'direction'"):

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 from scipy.special import gammaln, ive, logsumexp
 
+from inn.data.fingerprint import read_record
 from inn.data.walk import DIRECTIONS, generate_walks, load_walks, pad_walks
 from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.tables import write_tsv
@@ -143,6 +144,11 @@ def walk_floor(path: str | Path) -> tuple[dict, pd.DataFrame]:
     error = errors / steps
     row = {"b": b, "direction": direction, "dim": int(data["dim"]), "sequences": len(lengths),
            "steps": steps, "bayes_errors": errors, "bayes_error": error}
+    # the walk set's fingerprint (its prepared folder's record), so that collect pairs the floor
+    # only with runs of these walks: another dim or direction keeps the same labels
+    fingerprint = read_record(Path(path).parent).get("fingerprint")
+    if fingerprint:
+        row["data_fingerprint"] = fingerprint
     return row, table
 
 
