@@ -76,8 +76,13 @@ def _excess(value, low, high) -> str:
     return "–" if pd.isna(value) else f"{fmt(value)} {_interval(low, high)}"
 
 
-def _mean_sd(mean, sd, seeds) -> str:
-    return f"{fmt(mean)} ± {fmt(sd)}" if seeds > 1 else fmt(mean)
+def _mean_sd(mean, sd, seeds, most: int) -> str:
+    """"mean ± sd" over the seeds; a cell that rests on fewer seeds than the table's most says
+    how many (a diverged or unfinished seed must not pass for a whole row), one with none says so."""
+    if not seeds or pd.isna(mean):
+        return "no finished run"
+    text = f"{fmt(mean)} ± {fmt(sd)}" if seeds > 1 else fmt(mean)
+    return text if seeds >= most else f"{text} ({int(seeds)} seed{'s' if seeds > 1 else ''})"
 
 
 def _digits(metric: str) -> int:
@@ -106,10 +111,11 @@ def table1_view(table1: pd.DataFrame) -> TableView:
                 ("parameters: " + " / ".join(name for _, name in models), ""),
                 ("ended by patience / cap", ""), ("paper: INN", "paper"), ("paper: b-LSTM", "paper")]
     view = TableView("table1", "Table 1: biased random walks (per-step error)", columns)
+    most = int(max(table1[f"{model}_seeds"].max() for model, _ in models)) if len(table1) else 0
     for r in table1.to_dict("records"):
         cells = [str(r["b"]), fmt(r["floor"])]
         for model, _ in models:
-            cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"]),
+            cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"], most),
                       _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"])]
         cells += [fmt(r["bilstm_best_size"], 0), " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
                   f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r["paper_inn_error"]),
