@@ -304,6 +304,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     hashtags.write_text("# text = The\n1\tThe" + "\t_" * 8 + "\nThe cat sleeps\n", encoding="utf-8")
     assert _tag([model, hashtags], capsys)[2] == (
         f"error: {hashtags}:3: malformed CoNLL-U line: expected 10 tab-separated fields, found 1\n")
+    # word<TAB>tag lines are not sentences of words: refused unless --input says which form
+    vertical = tmp_path / "tagged.txt"
+    vertical.write_text("The\tDT\ncat\tNN\n\nIt\tPRP\n", encoding="utf-8")
+    assert _tag([model, vertical], capsys)[2] == (
+        f"error: {vertical}:1: tab-separated fields, but not a CoNLL-U token line (10 fields starting with an ID): "
+        "give --input vertical for word<TAB>... lines, --input conllu to have a CoNLL-U file checked line by line, "
+        "or --input horizontal for tabs as spaces\n")
+    status, stdout, _ = _tag([model, vertical, "--input", "vertical", "--output", "vertical"], capsys)
+    assert status == 0 and [line.split("\t")[0] for line in stdout.split("\n") if line] == ["The", "cat", "It"]
+    # a .conllu file is read as CoNLL-U even when its first token line is malformed
+    bad.write_text(GUM_LIKE.replace("1\tI\tI", "1\tI I"), encoding="utf-8")
+    assert "malformed CoNLL-U line: expected 10 tab-separated fields, found 9" in _tag([model, bad], capsys)[2]
     # no gold tags for --accuracy: the line of the first word without one
     status, _, err = _tag([model, good, "--accuracy"], capsys)
     assert (status, err) == (2, f"error: {good}:4: no gold XPOS tag to score against (--accuracy needs the gold "

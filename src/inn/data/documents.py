@@ -136,11 +136,20 @@ def read_plain_text(text: str, form: str) -> list[TextSentence]:
 
 
 def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSentence], str]:
-    """Sentences of ``data`` in ``form`` (``auto``: CoNLL-U when it looks like it
-    (:func:`looks_like_conllu`), else horizontal); returns them and the form read."""
+    """Sentences of ``data`` in ``form``; returns them and the form read.
+
+    ``auto``: CoNLL-U when it looks like it (:func:`looks_like_conllu`) or ``source`` ends in
+    ``.conllu`` (then its malformed lines are named, not read as words), else horizontal text;
+    input with tabs that is not CoNLL-U (a vertical ``word<TAB>tag`` file) is refused rather
+    than read as sentences whose words are the columns."""
     text = decode(data, source)
     if form == "auto":
-        form = "conllu" if looks_like_conllu(text) else "horizontal"
+        form = "conllu" if looks_like_conllu(text) or source.endswith((".conllu", ".conllu.gz")) else "horizontal"
+        if form == "horizontal" and "\t" in text:  # tab-separated columns are no sentence of words
+            line = text.count("\n", 0, text.index("\t")) + 1
+            raise InnError(f"{source}:{line}: tab-separated fields, but not a CoNLL-U token line (10 fields "
+                           "starting with an ID): give --input vertical for word<TAB>... lines, --input conllu "
+                           "to have a CoNLL-U file checked line by line, or --input horizontal for tabs as spaces")
     if form not in INPUT_FORMATS:
         raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
     if form != "conllu":
