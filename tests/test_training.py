@@ -212,6 +212,19 @@ def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, 
     assert (tmp_path / "run" / "last.pt").read_bytes() == last
 
 
+def test_a_solve_gone_non_finite_is_named_as_the_cause(tmp_path, walk_dir):
+    """An implicit model's non-finite loss from states that grew without bound (the implicit
+    LSTM's cell state c has no bound of its own) says so, not only "lower the rate"."""
+    cfg, options = _cfg(max_train=None, max_dev=None), {"hidden_size": 4}
+    train("walks", walk_dir, "inn_lstm", tmp_path / "run", cfg, options, device="cpu", stop_after=1)
+    saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    saved["state_dict"]["rnn.weight_gates"][4, 0] = float("inf")  # U_f: f (and so c) no longer finite
+    torch.save(saved, tmp_path / "run" / "last.pt")
+    with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch 1 of 3: the implicit layer's forward solve "
+                                       r"went non-finite in \d+ of \d+ sequences \(their states grew without bound"):
+        train("walks", walk_dir, "inn_lstm", tmp_path / "run", cfg, options, device="cpu")
+
+
 def test_solver_failures_are_counted_and_strict_mode_stops(tmp_path, walk_dir):
     cfg = _cfg(max_epochs=1, max_train=None, max_dev=None)
     loose = {"hidden_size": 6, "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2}}

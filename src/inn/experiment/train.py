@@ -58,7 +58,7 @@ from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_s
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.data.features import UNK
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
-from inn.solvers import ConvergenceWarning
+from inn.solvers import ConvergenceWarning, ResultCode
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -430,6 +430,19 @@ def _set_aside_finished_run(out_dir: Path) -> None:
                         aside.name)
 
 
+def _nonfinite_solve(model: SequenceLabeler) -> str:
+    """Why an implicit model's loss went non-finite, where its forward solve says: the states of
+    some sequences grew without bound (the implicit LSTM's cell state c has no bound of its own,
+    unlike h). Empty where every solve stayed finite."""
+    stats = model.rnn.last_stats
+    nonfinite = int((stats.code == int(ResultCode.NONFINITE)).sum()) if stats is not None else 0
+    if not nonfinite:
+        return ""
+    return (f": the implicit layer's forward solve went non-finite in {nonfinite} of {len(stats.code)} "
+            "sequences (their states grew without bound; `nonconverged` in history.tsv counts the "
+            "solves that failed before)")
+
+
 def _stop_note(last_path: Path, epoch: int) -> str:
     """What a run stopped during ``epoch`` leaves behind, said truthfully."""
     if last_path.is_file():
@@ -653,8 +666,9 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
                 tally.jacobian.append(float(penalty.detach()))
                 loss = loss + cfg.jacobian_weight * penalty
             if not torch.isfinite(loss):
-                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}; "
-                               f"{_stop_note(last_path, epoch)}; lower training.lr or set training.clip")
+                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}"
+                               f"{_nonfinite_solve(model) if is_inn else ''}; {_stop_note(last_path, epoch)}; "
+                               "lower training.lr or set training.clip")
             if warm is not None:
                 warm.update(rows, model.rnn.last_solution)
             optimizer.zero_grad(set_to_none=True)
