@@ -19,6 +19,19 @@ def test_fit_power_law_recovers_exponent():
     # a skipped length (no time) is left out of the fit, not fitted as log(inf)
     assert fit_power_law(ns, [0.17 * n**1.8 for n in ns[:3]] + [math.inf])[1] == pytest.approx(1.8)
     assert all(math.isnan(v) for v in fit_power_law(ns, [1.0, math.inf, math.nan, 0.0]))
+    # two lengths give a slope but no quality: a line through two points fits them exactly
+    a, p, r2 = fit_power_law(ns, [0.1, 0.2, 0.0, math.nan])
+    assert p == pytest.approx(1.0) and math.isnan(r2)
+
+
+def test_fit_table_says_which_lengths_it_fitted():
+    """The range and count of the lengths a fit used, not of every length tried."""
+    import pandas as pd
+    from inn.experiment.timing import fit_table
+
+    times = {10: 0.1, 20: 0.2, 40: 0.45, 80: math.nan}
+    fit = fit_table(pd.DataFrame({"model": "inn", "n": list(times), "seconds": list(times.values())}), ["model"]).iloc[0]
+    assert (fit.points, fit.n_min, fit.n_max) == (3, 10, 40) and 0.9 < fit.r2 < 1
 
 
 def test_checkpoint_loader_takes_prefix(tmp_path):

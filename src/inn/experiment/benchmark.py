@@ -50,7 +50,7 @@ from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.io import torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
-from inn.experiment.timing import fit_power_law, synchronize
+from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
 from inn.models import bidirectional_baselines
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 from inn.tables import write_tsv
@@ -510,8 +510,12 @@ def fits(rows: list[Row]) -> list[dict]:
         ns = [r.n for r in group]
         entry = {"weights": weights, "hidden": hidden, "method": method}
         for column in ("forward_s", "forward_backward_s"):
-            a, p, r2 = fit_power_law(ns, [getattr(r, column) for r in group])
-            entry.update({f"{column}_a": a, f"{column}_p": p, f"{column}_r2": r2})
+            times = [getattr(r, column) for r in group]
+            a, p, r2 = fit_power_law(ns, times)
+            # the lengths fitted: a method skipped at long n is fitted on the short ones only
+            fitted = [n for n, kept in zip(ns, fitted_lengths(ns, times)) if kept]
+            entry.update({f"{column}_a": a, f"{column}_p": p, f"{column}_r2": r2,
+                          f"{column}_n": f"{min(fitted)}-{max(fitted)}" if fitted else ""})
         if math.isfinite(entry["forward_s_p"]) or math.isfinite(entry["forward_backward_s_p"]):
             out.append(entry)
     return out
@@ -537,12 +541,13 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     if not fit_rows:  # one length: nothing to fit
         return buf.getvalue()
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
-    buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} "
-              f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6}\n")
+    buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} {'fwd n':>7} "
+              f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6} {'f+b n':>7}\n")
     for f in fit_rows:
         buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
-                  f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_backward_s_a']:>9.2e} "
-                  f"{f['forward_backward_s_p']:>6.2f} {f['forward_backward_s_r2']:>6.3f}\n")
+                  f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_s_n']:>7} "
+                  f"{f['forward_backward_s_a']:>9.2e} {f['forward_backward_s_p']:>6.2f} "
+                  f"{f['forward_backward_s_r2']:>6.3f} {f['forward_backward_s_n']:>7}\n")
     return buf.getvalue()
 
 

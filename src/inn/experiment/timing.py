@@ -31,18 +31,26 @@ def fit_power_law(n: Iterable[float], t: Iterable[float]) -> tuple[float, float,
 
     ``r2`` is the coefficient of determination of the log-log fit, as the paper reports it.
     Times that are not positive and finite (a method that was skipped or timed out) are left
-    out; with fewer than two lengths left every figure is NaN.
+    out (:func:`fitted_lengths` says which lengths remain); with fewer than two lengths left
+    every figure is NaN, and with two ``r2`` is NaN: a line through two points fits them
+    exactly, which says nothing of the law.
     """
     n, t = np.asarray(list(n), dtype=float), np.asarray(list(t), dtype=float)
-    keep = np.isfinite(t) & (t > 0)
+    keep = fitted_lengths(n, t)
     x, y = np.log(n[keep]), np.log(t[keep])
     if len(x) < 2 or np.ptp(x) == 0:
         return float("nan"), float("nan"), float("nan")
     p, log_a = np.polyfit(x, y, 1)
     residual = y - (p * x + log_a)
     total = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - (residual**2).sum() / total if total > 0 else float("nan")
+    r2 = 1.0 - (residual**2).sum() / total if total > 0 and len(np.unique(x)) > 2 else float("nan")
     return float(np.exp(log_a)), float(p), float(r2)
+
+
+def fitted_lengths(n: Iterable[float], t: Iterable[float]) -> np.ndarray:
+    """Which of the lengths ``n`` a fit uses: those whose time is positive and finite."""
+    t = np.asarray(list(t), dtype=float)
+    return np.isfinite(t) & (t > 0)
 
 
 def synchronize(device: torch.device) -> None:
@@ -104,9 +112,12 @@ def fit_table(measurements: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     for key, group in measurements.groupby(by, sort=False):
         per_n = group.groupby("n")["seconds"].min()
         a, p, r2 = fit_power_law(per_n.index, per_n.values)
+        fitted = per_n.index[fitted_lengths(per_n.index, per_n.values)]
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2,
-                     "n_min": int(per_n.index.min()), "n_max": int(per_n.index.max())})
+        # the lengths the fit used, not every length tried (a skipped one has no time)
+        rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2, "points": len(fitted),
+                     "n_min": int(fitted.min()) if len(fitted) else None,
+                     "n_max": int(fitted.max()) if len(fitted) else None})
     return pd.DataFrame(rows)
 
 
@@ -212,7 +223,7 @@ def fit_timing_main(argv: list[str]) -> None:
     measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["task", "dataset", "model", "n", "seconds"])
     fits = fit_table(measurements, ["task", "dataset", "model"]) if frames else pd.DataFrame(
-        columns=["task", "dataset", "model", "a", "p", "r2", "n_min", "n_max"])
+        columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max"])
     fits["paper_a"] = [paper.TIMING.get(t, {}).get("a") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
     fits["paper_p"] = [paper.TIMING.get(t, {}).get("p") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
     write_tsv(args.measurements, measurements)
