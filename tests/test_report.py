@@ -268,8 +268,16 @@ def test_scale_differences_name_reduced_settings():
     differences = scale_differences(config, SCHEMA)
     assert "walks.dim = 4 (full reproduction: 10)" in differences
     assert "walks.sizes.train = 100 (full reproduction: 50000)" in differences
-    assert not any(d.startswith("corpora") for d in differences)
+    assert not any(d.startswith("corpora") for d in differences)  # where WSJ lies is no matter of scale
     assert scale_differences(validate_config({}, SCHEMA), SCHEMA) == []
+    # another tag column, a corpus left out, a corpus of one's own: not the paper's experiment
+    own = {"ewt": {"tags": "upos", "train": "/x/train.conllu"}, "ptb_sample": {"enabled": False},
+           "fr_gsd": {"format": "conllu", "tags": "upos", "train": "/t", "dev": "/d", "test": "/e"}}
+    differences = scale_differences(validate_config({"corpora": own}, SCHEMA), SCHEMA)
+    assert "corpora.ewt.tags = upos (full reproduction: xpos)" in differences
+    assert "corpora.ptb_sample.enabled = False (full reproduction: True)" in differences
+    assert "corpora.fr_gsd: a corpus of your own (full reproduction: ewt, ptb_sample, wsj)" in differences
+    assert not any("/x/train.conllu" in d or "/t" in d for d in differences)
 
 
 def test_report_tables_parse_back_equal_to_the_tsvs(runs):

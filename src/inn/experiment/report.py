@@ -76,8 +76,10 @@ def device_description() -> str:
 def scale_differences(config: dict, schema: Path) -> list[str]:
     """Settings of ``config`` that differ from the full reproduction (the schema's defaults).
 
-    Corpus locations, job resources and the scale label itself are not a matter of scale and
-    are left out.
+    Where a corpus's files are, job resources and the scale label itself are not a matter of
+    scale and are left out (the data summary gives every corpus's size); which corpora run, and
+    how they are read (format, tag column), are: a corpus left out, another tag column or a
+    corpus of the user's own is not the paper's experiment.
     """
     defaults = validate_config({}, schema)
     differences: list[str] = []
@@ -85,7 +87,11 @@ def scale_differences(config: dict, schema: Path) -> list[str]:
     def walk(ours, theirs, path):
         if isinstance(ours, dict) and isinstance(theirs, dict):
             for key in ours:
-                if path == "" and key in ("corpora", "resources", "scale"):
+                if (path == "" and key in ("resources", "scale")) or (path.startswith("corpora.") and key in LOCATIONS):
+                    continue
+                if path == "corpora" and key not in theirs:
+                    differences.append(f"corpora.{key}: a corpus of your own (full reproduction: "
+                                       f"{', '.join(theirs)})")
                     continue
                 walk(ours[key], theirs.get(key), f"{path}.{key}" if path else key)
         elif ours != theirs:
@@ -93,6 +99,10 @@ def scale_differences(config: dict, schema: Path) -> list[str]:
 
     walk(config, defaults, "")
     return differences
+
+
+#: corpus keys that say where its files are, not what it is
+LOCATIONS = ("train", "dev", "test", "path", "nltk_data")
 
 
 # --------------------------------------------------------------------------- figures
