@@ -106,6 +106,18 @@ def test_tags_that_look_missing_are_read_as_tags(tmp_path):
     assert unit_scores([read], "sentence", "correct").seed_rates.tolist() == [6 / 7]
 
 
+def test_whole_numbers_are_written_exactly(tmp_path):
+    """Parameter counts in a column with gaps (a float column) keep every digit; fractions keep six."""
+    from inn.tables import read_tsv, write_tsv
+
+    table = pd.DataFrame({"parameters": [2_049_001.0, np.nan, 10_997_485.0], "error": [0.123456789, 0.5, np.nan],
+                          "b": [2.0, 0.5, 1.0]})
+    write_tsv(tmp_path / "t.tsv", table)
+    read = read_tsv(tmp_path / "t.tsv")
+    assert read.parameters.tolist()[::2] == [2_049_001, 10_997_485] and pd.isna(read.parameters[1])
+    assert read.error.tolist()[:2] == [0.123457, 0.5] and read.b.tolist() == [2.0, 0.5, 1.0]
+
+
 def _seeded(rng, sizes, correct_rates):
     """One model's predictions.tsv tables: seed i right on each token with ``correct_rates[i]``."""
     return [predictions([list(rng.random(n) < rate) for n in sizes]) for rate in correct_rates]
