@@ -3,6 +3,8 @@ seed-aware interval's coverage by simulation."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -111,11 +113,12 @@ def test_whole_numbers_are_written_exactly(tmp_path):
     from inn.tables import read_tsv, write_tsv
 
     table = pd.DataFrame({"parameters": [2_049_001.0, np.nan, 10_997_485.0], "error": [0.123456789, 0.5, np.nan],
-                          "b": [2.0, 0.5, 1.0]})
+                          "b": [2.0, 0.5, 1.0], "perplexity": [math.exp(700.0), 1.5, 2.0]})
     write_tsv(tmp_path / "t.tsv", table)
     read = read_tsv(tmp_path / "t.tsv")
     assert read.parameters.tolist()[::2] == [2_049_001, 10_997_485] and pd.isna(read.parameters[1])
     assert read.error.tolist()[:2] == [0.123457, 0.5] and read.b.tolist() == [2.0, 0.5, 1.0]
+    assert read.perplexity[0] == pytest.approx(math.exp(700.0), rel=1e-5)  # huge, whole, but no count
 
 
 def _seeded(rng, sizes, correct_rates):

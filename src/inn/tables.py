@@ -20,12 +20,13 @@ def write_tsv(path: str | os.PathLike, frame: pd.DataFrame) -> None:
 
 
 def _whole_numbers_exact(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its float columns of whole numbers past six digits as nullable integers."""
+    """``frame`` with its float columns of whole numbers past six digits (and below 2**53,
+    where floats stop being exact integers) as nullable integers."""
     exact = {}
     for column in frame.columns[[kind == "f" for kind in frame.dtypes.map(lambda d: d.kind)]]:
         values = frame[column].dropna()
-        if len(values) and np.isfinite(values).all() and (values == values.round()).all() \
-                and values.abs().max() >= 1e6:
+        if len(values) and np.isfinite(values).all() and 1e6 <= values.abs().max() < 2**53 \
+                and (values == values.round()).all():  # (past 2**53 every float is whole: no count)
             exact[column] = frame[column].round().astype("Int64")
     return frame.assign(**exact) if exact else frame
 
