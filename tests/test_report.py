@@ -150,7 +150,16 @@ def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
     fake_run(other, "walks", "b0.5", "inn", 4, 0.12, [0.2, 0.15], hidden_size=64, scale="comparison")
     with pytest.raises(InnError, match="walks b0.5 inn: its seeds come from different scales .*seed 3: paper"):
         collect_main(["--results", str(root), str(other), "--out-dir", str(tmp_path / "mixed")])
-    (root / "eval/pos/ewt/inn/seed1/predictions.tsv").unlink()
+    # archived runs keep their predictions gzip-compressed: the same tables
+    import gzip
+    for path in [*root.glob("eval/*/*/*/seed*/predictions.tsv"), *root.glob("data/walks/*/floor_predictions.tsv")]:
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    collect_main(["--results", str(root), "--corpora", "ewt", "--out-dir", str(tmp_path / "gz")])
+    for name in ("table1", "comparisons", "verdict"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "gz" / f"{name}.tsv", sep="\t"),
+                                      pd.read_csv(root / "tables" / f"{name}.tsv", sep="\t"), check_like=True)
+    (root / "eval/pos/ewt/inn/seed1/predictions.tsv.gz").unlink()
     with pytest.raises(InnError, match="inn/seed1/metrics.json: its predictions.tsv is missing"):
         collect_main(["--results", str(root), "--out-dir", str(tmp_path / "partial")])
 

@@ -39,7 +39,7 @@ from inn.tables import read_tsv, write_tsv
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
 SIZED = re.compile(r"^(?P<base>[a-z_]+)-h(?P<size>\d+)$")
-FLOOR_PATH = re.compile(r"walks/(?P<dataset>b[^/]+)/floor(?:_predictions)?\.tsv$")
+FLOOR_PATH = re.compile(r"walks/(?P<dataset>b[^/]+)/floor(?:_predictions)?\.tsv(?:\.gz)?$")
 #: Seeds of the paired bootstrap's resampling (fixed: the intervals are reproducible).
 BOOTSTRAP_SEED = 2017
 
@@ -429,6 +429,12 @@ def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] 
     return {dataset: tuple(value) for dataset, value in found.items()}
 
 
+def _table(path: Path) -> Path:
+    """``path``, or its gzip-compressed copy ``path.gz`` where only that exists (archived runs
+    keep their large predictions compressed; pandas reads either)."""
+    return path if path.is_file() or not path.with_name(path.name + ".gz").is_file() else path.with_name(path.name + ".gz")
+
+
 def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
     """Every finished run's files in workflow ``results`` folders (one or several, such as
     parts of a run made on different machines): ``metrics``, ``histories``, ``predictions``,
@@ -440,7 +446,7 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
         if not folder.is_dir():
             raise InnError(f"{folder}: no such folder; give the workflow's results folder (it holds eval/ and train/)")
         for metrics in sorted(folder.glob("eval/*/*/*/seed*/metrics.json")):
-            predictions = metrics.with_name("predictions.tsv")
+            predictions = _table(metrics.with_name("predictions.tsv"))
             if not predictions.is_file():
                 raise InnError(f"{metrics}: its predictions.tsv is missing; evaluate the run again")
             history = folder / "train" / metrics.parent.relative_to(folder / "eval") / "history.tsv"
@@ -454,8 +460,8 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
                 corpora.add(run_key(metrics)["dataset"])
         for floor in sorted(folder.glob("data/walks/*/floor.tsv")):
             found["floors"].append(str(floor))
-            if floor.with_name("floor_predictions.tsv").is_file():
-                found["floor_predictions"].append(str(floor.with_name("floor_predictions.tsv")))
+            if _table(floor.with_name("floor_predictions.tsv")).is_file():
+                found["floor_predictions"].append(str(_table(floor.with_name("floor_predictions.tsv"))))
     if not found["metrics"]:
         raise InnError(f"no finished runs (eval/<task>/<dataset>/<model>/seed<N>/metrics.json) under "
                        f"{', '.join(map(str, results))}")
