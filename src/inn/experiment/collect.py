@@ -429,10 +429,11 @@ def load_floors(floors: Iterable[str | Path], predictions: Iterable[str | Path] 
     return {dataset: tuple(value) for dataset, value in found.items()}
 
 
-def _table(path: Path) -> Path:
+def _plain_or_gzipped(path: Path) -> Path:
     """``path``, or its gzip-compressed copy ``path.gz`` where only that exists (archived runs
     keep their large predictions compressed; pandas reads either)."""
-    return path if path.is_file() or not path.with_name(path.name + ".gz").is_file() else path.with_name(path.name + ".gz")
+    gzipped = path.with_name(path.name + ".gz")
+    return gzipped if not path.is_file() and gzipped.is_file() else path
 
 
 def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
@@ -446,7 +447,7 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
         if not folder.is_dir():
             raise InnError(f"{folder}: no such folder; give the workflow's results folder (it holds eval/ and train/)")
         for metrics in sorted(folder.glob("eval/*/*/*/seed*/metrics.json")):
-            predictions = _table(metrics.with_name("predictions.tsv"))
+            predictions = _plain_or_gzipped(metrics.with_name("predictions.tsv"))
             if not predictions.is_file():
                 raise InnError(f"{metrics}: its predictions.tsv is missing; evaluate the run again")
             history = folder / "train" / metrics.parent.relative_to(folder / "eval") / "history.tsv"
@@ -460,8 +461,9 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
                 corpora.add(run_key(metrics)["dataset"])
         for floor in sorted(folder.glob("data/walks/*/floor.tsv")):
             found["floors"].append(str(floor))
-            if _table(floor.with_name("floor_predictions.tsv")).is_file():
-                found["floor_predictions"].append(str(_table(floor.with_name("floor_predictions.tsv"))))
+            predictions = _plain_or_gzipped(floor.with_name("floor_predictions.tsv"))
+            if predictions.is_file():
+                found["floor_predictions"].append(str(predictions))
     if not found["metrics"]:
         raise InnError(f"no finished runs (eval/<task>/<dataset>/<model>/seed<N>/metrics.json) under "
                        f"{', '.join(map(str, results))}")
