@@ -65,6 +65,9 @@ FRENCH_LIKE = """\
 
 """
 
+#: a block of comments alone between sentences (a document break some converters write)
+COMMENTS_ALONE = "# newdoc id = made-up-2\n# global.columns = ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC\n\n"
+
 
 def _blocks(path, count):
     """The first ``count`` sentences of a CoNLL-U file, as text."""
@@ -171,7 +174,8 @@ def test_benchmark_tagger_row_per_model_with_evaluates_accuracy(tmp_path, models
 # --------------------------------------------------------------------------- every line kept, three forms
 
 
-@pytest.mark.parametrize("text", [GUM_LIKE, FRENCH_LIKE], ids=["gum_like", "french_like"])
+@pytest.mark.parametrize("text", [GUM_LIKE, FRENCH_LIKE, GUM_LIKE + COMMENTS_ALONE + FRENCH_LIKE],
+                         ids=["gum_like", "french_like", "comments_alone"])
 def test_multiword_ranges_empty_nodes_and_comments_survive(tmp_path, models, text, capsys):
     path = tmp_path / "in.conllu"
     path.write_text(text, encoding="utf-8")

@@ -162,15 +162,16 @@ def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]],
     """The tagged sentences as text in ``form``; for CoNLL-U ``column`` receives the tags.
 
     CoNLL-U input comes back line for line with only that column of its syntactic words
-    changed; other input gets one line per word (ID, FORM, the tag; ``_`` elsewhere).
+    changed (a block of comments alone too); other input gets one line per word (ID, FORM, the
+    tag; ``_`` elsewhere).
     """
     if form not in OUTPUT_FORMATS:
         raise InnError(f"unknown output format {form!r}: use {', '.join(OUTPUT_FORMATS)}")
     out: list[str] = []
     index = CONLLU_FIELDS.index(column)
     for sentence, sentence_tags in zip(sentences, tags):
-        if not sentence.words and form != "horizontal":
-            continue  # a blank line of horizontal input: no sentence in CoNLL-U or vertical output
+        if not sentence.words and not (form == "horizontal" or (form == "conllu" and sentence.lines)):
+            continue  # no words: kept as a blank line (horizontal) or as its CoNLL-U lines (comments alone)
         if form == "horizontal":
             out.append(" ".join(f"{w}_{t}" for w, t in zip(sentence.words, sentence_tags)) + "\n")
         elif form == "vertical":
