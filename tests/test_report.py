@@ -261,6 +261,20 @@ def test_table2_orders_models_and_labels_reported_rows(runs):
     assert np.isnan(stanford.accuracy) and stanford.paper_wsj_accuracy == 97.33 and "not run" in stanford.run
 
 
+@pytest.mark.parametrize("column, shown", [("xpos", True), (None, True), ("upos", False)])
+def test_table2_shows_a_reported_reference_only_beside_runs_of_its_tag_column(tmp_path, column, shown):
+    """UDPipe's EWT figure is XPOS accuracy: beside a UPOS run it would compare two tasks. Runs
+    evaluated before the column was recorded (None) are of the corpus's default column, XPOS."""
+    extra = {} if column is None else {"tag_column": column}
+    files = [fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [92.5], **extra)]
+    collect_main(["--results", str(tmp_path), "--out-dir", str(tmp_path / "t")])
+    t2 = read_tsv(tmp_path / "t/table2.tsv")
+    reference = t2[t2.model == "reference"]
+    assert len(reference) == shown
+    if shown:
+        assert "XPOS" in reference.name.iloc[0] and reference.accuracy.iloc[0] == 97.1
+
+
 def test_power_law_fit_recovers_exponent():
     n = np.array([10, 20, 40, 80, 160])
     a, p, r2 = fit_power_law(n, 0.003 * n**1.1)

@@ -69,6 +69,7 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
         assert metrics["scale"] == "test" and metrics["epochs"] >= 1
         name = "accuracy" if task == "pos" else "error"
         assert metrics["metric"] == name and metrics[name] is not None
+        assert metrics["tag_column"] == ("upos" if task == "pos" else None)  # what Table 2 scores
         history = pd.read_csv(tmp_path / "results/train" / run / "history.tsv", sep="\t")
         assert len(history) >= 1
         assert (tmp_path / "results/eval" / run / "predictions.tsv").is_file()

@@ -345,7 +345,11 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
                         baseline in implicit and implicit.index(baseline) > implicit.index(model)):
                     _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0,
                              _scale(group))
-        for name, value in paper.REFERENCES.get(corpus, {}).items():
+        column, references = paper.REFERENCES.get(corpus, (None, {}))
+        # Only beside runs that score the reference's tag column (runs evaluated before the
+        # column was recorded are taken to be of the corpus's default, XPOS).
+        scored_columns = set(group.get("tag_column", pd.Series(dtype=object)).fillna("xpos")) or {column}
+        for name, value in references.items() if scored_columns == {column} else ():
             rows.append({"corpus": corpus, "model": "reference", "name": name, "accuracy": value,
                          "seeds": 0, "run": "reported, not run"})
     rows.append({"corpus": "wsj", "model": "stanford", "name": "Stanford POS tagger", "seeds": 0,

@@ -114,12 +114,14 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     seconds = time.perf_counter() - start
     settings = meta.get("settings", {})
     config = getattr(model, "config", None)
+    record = read_record(data_dir)
     out = {
         "task": task,
         # the data scored: the folder's corpus (what the model was trained on, checked above)
-        "dataset": read_record(data_dir).get("corpus") or Path(data_dir).name,
+        "dataset": record.get("corpus") or Path(data_dir).name,
         "data": str(data_dir),
         "data_fingerprint": fingerprint,
+        "tag_column": record.get("column"),  # POS: the CoNLL-U column scored (xpos, upos); None for walks
         "model": meta.get("model"),
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),
