@@ -348,10 +348,10 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
         column, references = paper.REFERENCES.get(corpus, (None, {}))
         # Only beside runs that score the reference's tag column (runs evaluated before the
         # column was recorded are taken to be of the corpus's default, XPOS).
-        scored_columns = set(group.get("tag_column", pd.Series(dtype=object)).fillna("xpos")) or {column}
-        for name, value in references.items() if scored_columns == {column} else ():
-            rows.append({"corpus": corpus, "model": "reference", "name": name, "accuracy": value,
-                         "seeds": 0, "run": "reported, not run"})
+        if set(group.get("tag_column", pd.Series(dtype=object)).fillna("xpos")) <= {column}:
+            for name, value in references.items():
+                rows.append({"corpus": corpus, "model": "reference", "name": name, "accuracy": value,
+                             "seeds": 0, "run": "reported, not run"})
     rows.append({"corpus": "wsj", "model": "stanford", "name": "Stanford POS tagger", "seeds": 0,
                  "run": "reported in the paper, not run", "paper_wsj_accuracy": paper.STANFORD_WSJ})
     columns = ["corpus", "model", "name", "accuracy", "accuracy_std", "accuracies", "unseen_accuracy", "seeds",
