@@ -41,7 +41,7 @@ def _loop_F(layer, xi, H, mask):
             hhat = s * hp + (1 - s) * hn
             chat = s * cp + (1 - s) * cn
             i = torch.sigmoid(Wi @ x + Ui @ hhat + bi)
-            f = torch.sigmoid(Wf @ x + Uf @ hhat + bf)
+            f = layer.cell.forget_max * torch.sigmoid(Wf @ x + Uf @ hhat + bf)
             o = torch.sigmoid(Wo @ x + Uo @ hhat + bo)
             g = torch.tanh(Wg @ x + Ug @ hhat + bg)
             c = f * chat + i * g
@@ -56,8 +56,9 @@ def problem():
     return layer, xi, mask
 
 
-def test_transition_equals_per_position_loop():
-    layer = make_lstm(trainable_boundary=True)
+@pytest.mark.parametrize("forget_max", [1.0, 0.8])
+def test_transition_equals_per_position_loop(forget_max):
+    layer = make_lstm(trainable_boundary=True, forget_max=forget_max)
     with torch.no_grad():
         layer.h_start.normal_()
         layer.h_end.normal_()
@@ -68,8 +69,9 @@ def test_transition_equals_per_position_loop():
     assert torch.allclose(layer.system(xi, mask).F(H), expected, atol=1e-12)
 
 
-def test_analytic_jvp_vjp_and_blocks_match_autograd():
-    layer = make_lstm(scale=2.0, trainable_boundary=True)
+@pytest.mark.parametrize("forget_max", [1.0, 0.8])
+def test_analytic_jvp_vjp_and_blocks_match_autograd(forget_max):
+    layer = make_lstm(scale=2.0, trainable_boundary=True, forget_max=forget_max)
     with torch.no_grad():
         layer.h_start.normal_()
         layer.h_end.normal_()
@@ -97,8 +99,10 @@ def test_analytic_jvp_vjp_and_blocks_match_autograd():
     assert torch.allclose(lin.adjoint_sweep(u, g), u, atol=1e-12)
 
 
-def test_gradcheck_through_implicit_backward():
-    layer = make_lstm(input_size=2, hidden=2, tol=1e-13, backward_tol=1e-13, trainable_boundary=True)
+@pytest.mark.parametrize("forget_max", [1.0, 0.8])
+def test_gradcheck_through_implicit_backward(forget_max):
+    layer = make_lstm(input_size=2, hidden=2, tol=1e-13, backward_tol=1e-13, trainable_boundary=True,
+                      forget_max=forget_max)
     xi, mask = make_batch(B=2, n=4, input_size=2, lengths=[4, 3])
     assert_gradcheck(layer, xi, mask)
 
@@ -216,8 +220,10 @@ def test_tridiagonal_step_solves_c_exactly_given_the_gates():
     assert torch.allclose(system.F(H), H, atol=1e-12)
 
 
-def test_step_from_zero_equals_the_tridiagonal_step_at_zero(problem):
+@pytest.mark.parametrize("forget_max", [1.0, 0.8])
+def test_step_from_zero_equals_the_tridiagonal_step_at_zero(problem, forget_max):
     layer, xi, mask = problem
+    layer.cell.forget_max = forget_max
     system = layer.system(xi, mask)
     step, res = system.step_from_zero()
     ref, ref_res = system.tridiagonal_step(torch.zeros(system.shape, dtype=torch.float64), with_residual=True)
@@ -240,3 +246,59 @@ def test_float32_stats_warm_start_and_low_precision():
     assert torch.allclose(again, H, atol=1e-4)
     layer(xi, mask).sum().backward()  # the mixed-precision adjoint
     assert layer.last_backward_stats.converged.all() and torch.isfinite(layer.weight_gates.grad).all()
+
+
+def _saturated_walk_layer(forget_max, n=24):
+    """A layer whose c equations are the walk of the module docstring at its worst: no
+    recurrent weights (the gates are fixed), f = 1 in float64, i g = -1, and the switch pointing
+    inward from both ends (x = +1 on the left half, -1 on the right)."""
+    layer = make_lstm(input_size=1, hidden=2, forget_max=forget_max, solver="anderson", tol=1e-12)
+    k = 2
+    with torch.no_grad():
+        for w in layer.recurrent_weights():
+            w.zero_()
+        layer.weight_x.zero_()
+        layer.weight_x[:k] = -3.0  # a_p = -3 x: s = s_p / (s_p + s_n) small where x = +1
+        layer.weight_x[k : 2 * k] = 3.0
+        layer.bias.zero_()
+        layer.bias[2 * k : 4 * k] = 40.0  # i = f = 1 in float64
+        layer.bias[5 * k :] = -40.0  # g = -1
+    x = torch.ones(1, n, 1, dtype=torch.float64)
+    x[0, n // 2 :] = -1.0
+    return layer, x, torch.ones(1, n, dtype=torch.bool)
+
+
+def _exact_c(layer, x, mask):
+    """c of the unique fixed point by a dense solve: with the gates fixed, (I - f s L - f (1 - s) U) c = i g."""
+    system = layer.system(x, mask)
+    _, (s, _, _, _, _, i, f, _, g, _) = system.evaluate(system.X, *[torch.zeros(system.shape, dtype=x.dtype)] * 2)
+    fs, fr = (f * s)[0, :, 0], (f * (1 - s))[0, :, 0]
+    n = x.shape[1]
+    A = torch.eye(n, dtype=x.dtype) - torch.diag(fs[1:], -1) - torch.diag(fr[:-1], 1)
+    return torch.linalg.solve(A, (i * g)[0, :, 0])
+
+
+def test_forget_max_bounds_the_cell_state_where_the_uncapped_cell_overflows():
+    """Uncapped, the fixed point's |c| grows exponentially with the sentence's length (the
+    model's, not a solver's, failure: a dense solve says so); capped at 0.9, the solver finds
+    the fixed point the dense solve gives, with |c| <= 1 / (1 - 0.9)."""
+    layer, x, mask = _saturated_walk_layer(1.0)
+    assert _exact_c(layer, x, mask).abs().max() > 1e10
+    assert torch.isinf(layer.system(x, mask).state_bound()[..., 2:]).all()
+    layer, x, mask = _saturated_walk_layer(0.9)
+    c = _exact_c(layer, x, mask)
+    assert c.abs().max() <= 10.0 and c.abs().max() > 9.0  # the bound, nearly attained mid-sentence
+    h = layer(x, mask)
+    assert layer.last_stats.converged.all()
+    assert torch.allclose(layer.last_solution[0, :, 2], c, atol=1e-9)
+    assert torch.allclose(h[0, :, 0], 0.5 * torch.tanh(c), atol=1e-9)  # o = sigmoid(0)
+    assert torch.allclose(layer.system(x, mask).state_bound()[0, 0], torch.tensor([1.0, 1.0, 10.0, 10.0], dtype=x.dtype))
+
+
+def test_forget_max_outside_its_range_is_refused():
+    from inn.errors import InnError
+
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(InnError, match=r"forget_max must lie in \(0, 1\]"):
+            ImplicitLSTM(2, 3, forget_max=bad)
+    assert "forget_max=0.9" in repr(ImplicitLSTM(2, 3, forget_max=0.9))

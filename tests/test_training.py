@@ -139,9 +139,12 @@ def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
     from inn.experiment.timing import time_checkpoint
 
     train("pos", pos_dir, "inn_lstm", tmp_path, _cfg(max_epochs=1), {"hidden_size": 10, "solver": "anderson",
-          "solver_options": {"tol": 1e-4}}, device="cpu", meta={"dataset": "ewt", "seed": 1})
+          "solver_options": {"tol": 1e-4}, "forget_max": 0.95}, device="cpu", meta={"dataset": "ewt", "seed": 1})
     model, _ = load_checkpoint(tmp_path / "checkpoint.pt")
     assert type(model.rnn).__name__ == "ImplicitLSTM" and model.rnn.state_size == 20
+    assert model.rnn.cell.forget_max == 0.95  # the cap travels in the checkpoint
+    with pytest.raises(InnError, match="forget_max caps the implicit LSTM's forget gate; model inn has none"):
+        train("pos", pos_dir, "inn", tmp_path / "inn", _cfg(max_epochs=1), {"hidden_size": 10, "forget_max": 0.95})
     H = model.hidden_states(torch.randn(3, 7, model.rnn_input_size), torch.ones(3, 7, dtype=torch.bool))
     assert H.shape == (3, 7, 10) and model.rnn.last_solution.shape == (3, 7, 20)
     metrics, _ = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", max_sequences=40)
@@ -189,6 +192,10 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
     with pytest.raises(InnError, match=r"last.pt was written by a different configuration \(differs in "
                                        r"model.hidden_size, training.lr\); delete it"):
         train("pos", pos_dir, "gru", tmp_path, _cfg(lr=0.1), {"hidden_size": 9}, device="cpu")
+    # a model setting added since the checkpoint was written counts as its default there
+    saved = torch.load(tmp_path / "last.pt", weights_only=False)
+    assert saved["settings"]["model"].pop("forget_max") == 1.0
+    torch.save(saved, tmp_path / "last.pt")
     # more epochs is not a different configuration: the run resumes and finishes
     history = train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
     assert history.epoch.tolist() == [1, 2]
@@ -221,7 +228,8 @@ def test_a_solve_gone_non_finite_is_named_as_the_cause(tmp_path, walk_dir):
     saved["state_dict"]["rnn.weight_gates"][4, 0] = float("inf")  # U_f: f (and so c) no longer finite
     torch.save(saved, tmp_path / "run" / "last.pt")
     with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch 1 of 3: the implicit layer's forward solve "
-                                       r"went non-finite in \d+ of \d+ sequences \(their states grew without bound"):
+                                       r"went non-finite in \d+ of \d+ sequences \(their states grew without bound.*"
+                                       r"capping the implicit LSTM's forget gate \(inn_lstm_forget_max below 1"):
         train("walks", walk_dir, "inn_lstm", tmp_path / "run", cfg, options, device="cpu")
 
 

@@ -150,6 +150,7 @@ class ModelConfig:
     solver: str = "newton_krylov"
     solver_options: dict[str, Any] = field(default_factory=dict)
     trainable_boundary: bool = False
+    forget_max: float = 1.0  # the implicit LSTM's forget gate cap (1: none, the cell as defined)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -158,6 +159,8 @@ class ModelConfig:
             raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}")
         if self.hidden_size < 1:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
+        if self.forget_max != 1.0 and self.spec.cell != "implicit_lstm":
+            raise InnError(f"forget_max caps the implicit LSTM's forget gate; model {self.kind} has none")
         self.affix_vocab = tuple(self.affix_vocab)
 
     @property
@@ -253,9 +256,12 @@ def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
     if cfg.implicit:
         from inn.nn import ImplicitGRU, ImplicitLSTM
 
+        options = dict(cfg.solver_options)
+        if cell == "implicit_lstm":
+            options["forget_max"] = cfg.forget_max
         implicit = ImplicitGRU if cell == "implicit_gru" else ImplicitLSTM
         layer = implicit(input_size, cfg.hidden_size, solver=cfg.solver,
-                         trainable_boundary=cfg.trainable_boundary, **cfg.solver_options)
+                         trainable_boundary=cfg.trainable_boundary, **options)
         layer.output_size = cfg.hidden_size
         return layer
     return ExplicitRNN(input_size, cfg.hidden_size, cell, bidirectional)

@@ -154,6 +154,9 @@ def model_settings(wildcards):
             trainable_boundary=solver["trainable_boundary"],
             solver_options={**solver_options, **solver["options"]},
         )
+    forget_max = config["models"][task].get("inn_lstm_forget_max", 1)
+    if MODELS[kind].cell == "implicit_lstm" and forget_max != 1:  # absent at 1: earlier runs keep their settings
+        options["forget_max"] = forget_max
     meta = {"scale": config["scale"], "dataset": wildcards.dataset, "seed": int(wildcards.seed)}
     return json.dumps({"training": config["training"][task], "model": options, "meta": meta})
 

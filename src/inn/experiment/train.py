@@ -40,7 +40,7 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -342,7 +342,9 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def _check_resumable(path: Path, state: dict, settings: dict) -> None:
-    old = state["settings"]
+    # a model setting added since the checkpoint was written had its default there
+    defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
+    old = {**state["settings"], "model": {**defaults, **state["settings"]["model"]}}
     differ = [k for k in _differences(old, settings) if k.split(".")[-1] not in RESUMABLE_CHANGES
               or not k.startswith("training.")]
     if differ:
@@ -438,9 +440,12 @@ def _nonfinite_solve(model: SequenceLabeler) -> str:
     nonfinite = int((stats.code == int(ResultCode.NONFINITE)).sum()) if stats is not None else 0
     if not nonfinite:
         return ""
+    cap = getattr(model.rnn.cell, "forget_max", None)
+    remedy = ("; capping the implicit LSTM's forget gate (inn_lstm_forget_max below 1, e.g. 0.99) bounds its "
+              "cell state" if cap == 1.0 else "")
     return (f": the implicit layer's forward solve went non-finite in {nonfinite} of {len(stats.code)} "
             "sequences (their states grew without bound; `nonconverged` in history.tsv counts the "
-            "solves that failed before)")
+            f"solves that failed before){remedy}")
 
 
 def _stop_note(last_path: Path, epoch: int) -> str:
@@ -459,7 +464,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     Args:
         model_options: ModelConfig fields that are not decided by the data: ``hidden_size``
             (default: the feature size for the INN on POS, else required), ``solver``,
-            ``solver_options``, ``trainable_boundary``.
+            ``solver_options``, ``trainable_boundary``, ``forget_max`` (the implicit LSTM's).
         meta: free-form facts stored in the checkpoint and reported by evaluation (dataset,
             seed, scale ...).
         stop_after: finish at most this many epochs in this call, then return with

@@ -5,6 +5,14 @@
     i, f, o = sigmoid(W_{i,f,o} x_t + U_{i,f,o} hhat_t + b_{i,f,o})    g = tanh(W_g x_t + U_g hhat_t + b_g)
     c_t = f * chat_t + i * g                        h_t = o * tanh(c_t)
 
+with f optionally capped, f = forget_max sigmoid(...) (``forget_max`` 1: the cell as defined).
+The cap is the remedy when c grows without bound: h = o tanh(c) is bounded, c is not, and with
+the gates fixed c_t = f (s c_{t-1} + (1 - s) c_{t+1}) + i g is the expected reward of a walk along
+the sentence that is stopped with probability 1 - f; where f saturates to 1 and the switch points
+inward from both ends, that walk stays for a time exponential in the sentence's length and |c|
+overflows (four implicit LSTM walk runs of docs/results.md did). With forget_max < 1 the c
+equations are a contraction and |c| <= 1 / (1 - forget_max) at every fixed point.
+
 The state of a position is [h_t; c_t] (width 2k), so the solvers, which work on (B, n, K)
 tensors, take it unchanged; the boundary states [h_s; c_s] and [h_e; c_e] are zero (or
 learned), and the layer outputs h. The switch is the implicit GRU's, computed stably
@@ -42,16 +50,19 @@ from inn.nn.implicit_layer import (
     product,
     switch,
 )
+from inn.errors import InnError
 from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
 
-def transition(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+def transition(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor,
+               forget_max: float = 1.0) -> tuple[Tensor, tuple[Tensor, ...]]:
     """The transition at every position: ([h; c]_{t-1}, [h; c]_{t+1}, W x_t + b) -> [h_t; c_t].
 
     X (..., 6k) holds the input terms in the order p, n, i, f, o, g; ``weight_pn`` is U_p; U_n
-    (2k, k), ``weight_gates`` U_i; U_f; U_o; U_g (4k, k). Returns the state (..., 2k) and the
-    intermediates (s, a_p, a_n, hhat, chat, i, f, o, g, tanh c) the linearisation needs.
+    (2k, k), ``weight_gates`` U_i; U_f; U_o; U_g (4k, k); ``forget_max`` caps f. Returns the
+    state (..., 2k) and the intermediates (s, a_p, a_n, hhat, chat, i, f, o, g, tanh c) the
+    linearisation needs.
     """
     k = weight_pn.shape[1]
     hp, cp = prev.split(k, dim=-1)
@@ -64,6 +75,8 @@ def transition(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_g
     chat = torch.lerp(cn, cp, s)
     A = affine(Xg, hhat, weight_gates)
     i, f, o = torch.sigmoid(A[..., : 3 * k]).split(k, dim=-1)
+    if forget_max != 1.0:
+        f = f * forget_max
     g = torch.tanh(A[..., 3 * k :])
     c = torch.addcmul(f * chat, i, g)
     tc = torch.tanh(c)
@@ -93,7 +106,7 @@ class LSTMLinearization(CellLinearization):
         k = self.k = system.weights[0].shape[1]
         if evaluated is None:
             prev, nxt = neighbours(H, system.next_real, system.h_start, system.h_end)
-            out, intermediates = transition(system.X, prev, nxt, *system.weights)
+            out, intermediates = system.evaluate(system.X, prev, nxt)
         else:
             prev, nxt, out, intermediates = evaluated
         s, a_p, a_n, hhat, chat, i, f, o, g, tc = intermediates
@@ -106,7 +119,7 @@ class LSTMLinearization(CellLinearization):
         self.sn = s1 * torch.sigmoid(-a_n)  # -ds/da_n
         self.f = f
         self.gi = g * i * (1 - i)  # dc/da_i
-        self.gf = chat * f * (1 - f)  # dc/da_f
+        self.gf = chat * f * (1 - f / system.cell.forget_max)  # dc/da_f
         self.go = tc * o * (1 - o)  # dh/da_o
         self.gg = i * (1 - g * g)  # dc/da_g
         self.a = o * (1 - tc * tc)  # dh/dc
@@ -191,15 +204,18 @@ class LSTMCell(HeldCell):
 
     Parameters: ``weight_x`` (6k, input_size) and ``bias`` (6k), the input terms for p, n, i,
     f, o, g; ``weight_pn`` U_p; U_n (2k, k); ``weight_gates`` U_i; U_f; U_o; U_g (4k, k).
-    Inside :class:`ImplicitLSTM` the layer holds them (``holder``).
+    Inside :class:`ImplicitLSTM` the layer holds them (``holder``). ``forget_max`` in (0, 1]
+    caps the forget gate (see the module docstring).
     """
 
     supports_low_precision = True
     Linearization = LSTMLinearization
-    transition = staticmethod(transition)
 
-    def __init__(self, input_size: int, hidden_size: int) -> None:
+    def __init__(self, input_size: int, hidden_size: int, forget_max: float = 1.0) -> None:
         super().__init__()
+        if not 0.0 < forget_max <= 1.0:
+            raise InnError(f"forget_max must lie in (0, 1], got {forget_max}")
+        self.forget_max = float(forget_max)
         self.input_size = input_size
         self.hidden_size = self.output_size = k = hidden_size
         self.weight_x = nn.Parameter(torch.empty(6 * k, input_size))
@@ -216,18 +232,25 @@ class LSTMCell(HeldCell):
         """W x_t + b for all six blocks at once: (B, n, input_size) -> (B, n, 6k)."""
         return Fn.linear(x, self.params.weight_x, self.params.bias)
 
+    def transition(self, X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor,
+                   weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """:func:`transition` with this cell's forget gate cap."""
+        return transition(X, prev, nxt, weight_pn, weight_gates, self.forget_max)
+
     def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor:
-        return transition(self.project(x), h_prev, h_next, *self.weights())[0]
+        return self.transition(self.project(x), h_prev, h_next, *self.weights())[0]
 
     def output(self, H: Tensor) -> Tensor:
         """h, the first half of the state [h; c]."""
         return H[..., : self.hidden_size]
 
-    @staticmethod
-    def state_bound(h_start: Tensor, h_end: Tensor) -> Tensor:
-        """h = o tanh(c) lies in (-1, 1) at a fixed point; c has no fixed bound."""
+    def state_bound(self, h_start: Tensor, h_end: Tensor) -> Tensor:
+        """h = o tanh(c) lies in (-1, 1) at a fixed point; c within 1 / (1 - forget_max) when
+        the forget gate is capped (|c| <= forget_max max|c| + |i g|, |i g| < 1), else it has no
+        fixed bound."""
         k = h_start.shape[-1] // 2
-        bound = torch.full_like(h_start, float("inf"))
+        c_bound = float("inf") if self.forget_max == 1.0 else 1.0 / (1.0 - self.forget_max)
+        bound = torch.full_like(h_start, c_bound)
         bound[..., :k] = 1.0
         return bound
 
@@ -259,20 +282,19 @@ class LSTMCell(HeldCell):
         if bool(system.h_start.any()) or bool(system.h_end.any()):
             return None
         Xp, Xn, Xi, Xf, Xo, Xg = system.X.chunk(6, dim=-1)
-        s, f, o = switch(Xp, Xn), torch.sigmoid(Xf), torch.sigmoid(Xo)
+        s, f, o = switch(Xp, Xn), torch.sigmoid(Xf) * system.cell.forget_max, torch.sigmoid(Xo)
         ig = torch.sigmoid(Xi) * torch.tanh(Xg) * system.maskf
         G = torch.cat([o * torch.tanh(ig) * system.maskf, ig], dim=-1)
         c = Tridiagonal(*system.mask_coupling(*copy_coupling(s, f))).solve(ig)
         return torch.cat([o * torch.tanh(c) * system.maskf, c], dim=-1), relative_residual(G, torch.zeros_like(G))
 
-    @staticmethod
-    def explicit_step(Xt: Tensor, state: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> Tensor:
+    def explicit_step(self, Xt: Tensor, state: Tensor, weight_pn: Tensor, weight_gates: Tensor) -> Tensor:
         """The ordinary LSTM step (hhat = h, chat = c) used by the one-step guess's sweeps."""
         k = state.shape[-1] // 2
         h, c = state.split(k, dim=-1)
         A = Xt[:, 2 * k :] + product(h, weight_gates.T)
         i, f, o = torch.sigmoid(A[:, : 3 * k]).split(k, dim=-1)
-        c = f * c + i * torch.tanh(A[:, 3 * k :])
+        c = f * self.forget_max * c + i * torch.tanh(A[:, 3 * k :])
         return torch.cat([o * torch.tanh(c), c], dim=-1)
 
 
@@ -286,6 +308,8 @@ class ImplicitLSTM(ImplicitSequence):
         solver: a name in :data:`inn.solvers.SOLVERS`.
         trainable_boundary: learn the boundary states [h_s; c_s] and [h_e; c_e] (zero and
             fixed otherwise).
+        forget_max: the forget gate's cap in (0, 1]; 1 is the cell as defined. Below 1, c is
+            bounded by 1 / (1 - forget_max) and cannot overflow (module docstring).
         **options: solver and backward options, see :class:`inn.nn.ImplicitSequence`.
 
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
@@ -300,11 +324,14 @@ class ImplicitLSTM(ImplicitSequence):
         hidden_size: int,
         solver: str = "newton_krylov",
         trainable_boundary: bool = False,
+        forget_max: float = 1.0,
         **options: Any,
     ) -> None:
-        super().__init__(LSTMCell(input_size, hidden_size), 2 * hidden_size, solver, trainable_boundary, **options)
+        super().__init__(LSTMCell(input_size, hidden_size, forget_max), 2 * hidden_size, solver, trainable_boundary,
+                         **options)
         self.hidden_size = hidden_size
         self._hold_cell_parameters()
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}"
+        cap = "" if self.cell.forget_max == 1.0 else f", forget_max={self.cell.forget_max}"
+        return f"{self.input_size}, {self.hidden_size}, solver={self.solver!r}{cap}"
