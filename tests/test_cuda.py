@@ -147,7 +147,7 @@ def test_benchmark_on_cuda(tmp_path):
     out = tmp_path / "bench.tsv"
     main(["--device", "cuda", "--hidden", "8", "--lengths", "4", "8", "--batch-size", "3", "--repeats", "1",
           "--methods", "anderson", "newton_krylov", "--out", str(out)])
-    rows = pd.read_csv(out)
+    rows = pd.read_csv(out, sep="\t")
     assert set(rows.device) == {"cuda"} and (rows.forward_s > 0).all()
     assert (rows[rows.method == "anderson"].failed == 0).all()
 

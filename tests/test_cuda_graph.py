@@ -29,6 +29,7 @@ def _fresh_graph_state(monkeypatch):
     """Each test starts with no captured graphs and no warnings given."""
     monkeypatch.setattr(cuda_graph, "_WARNED", set())
     monkeypatch.setattr(cuda_graph, "_CACHE", type(cuda_graph._CACHE)())
+    monkeypatch.setattr(cuda_graph, "_EVICTED", set())
 
 
 def _layer(cell: str, scale: float = 1.5, **options):
@@ -295,6 +296,28 @@ def _eager_and_graphed(system, H0, first, tol=1e-11):
 def _close(eager, graphed):
     return (torch.allclose(eager[0], graphed[0], rtol=0, atol=1e-12) and torch.equal(eager[1], graphed[1])
             and torch.allclose(eager[2], graphed[2], rtol=1e-6, atol=1e-20) and torch.equal(eager[3], graphed[3]))
+
+
+
+def test_the_cache_keeps_the_most_recently_used_and_warns_when_it_thrashes(monkeypatch):
+    """Past CACHE_SIZE the least recently used signature goes; making it again is thrash: one
+    warning that names the remedy, and the entry is made anew."""
+    monkeypatch.setattr(cuda_graph, "CACHE_SIZE", 2)
+    made = []
+
+    def make(name):
+        return lambda: made.append(name) or name
+
+    assert cuda_graph.cached(("a",), make("a")) == ("a", True)
+    assert cuda_graph.cached(("b",), make("b")) == ("b", True)
+    assert cuda_graph.cached(("a",), make("a")) == ("a", False)  # a is now the most recent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cuda_graph.cached(("c",), make("c")) == ("c", True)  # b goes: a first-time make warns not
+    assert list(cuda_graph._CACHE) == [("a",), ("c",)] and made == ["a", "b", "c"]
+    with pytest.warns(cuda_graph.CudaGraphWarning, match="captured again.*CACHE_SIZE"):
+        assert cuda_graph.cached(("b",), make("b")) == ("b", True)
+    assert list(cuda_graph._CACHE) == [("c",), ("b",)] and made == ["a", "b", "c", "b"]
 
 
 @needs_cuda
