@@ -135,6 +135,25 @@ def test_resume_of_the_implicit_model(tmp_path, walk_dir, name):
     assert (straight.nonconverged == 0).all() and straight.newton_iters.gt(0).all()
 
 
+
+def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
+    """CUDA graphs replay the eager steps, so turning them on or off between a run's stops
+    resumes it (on a CPU "auto" solves eagerly: the history is the straight run's); the
+    solver's tolerance, which changes the solutions, still may not change."""
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-4}}
+    straight = train("walks", walk_dir, "inn", tmp_path / "a", cfg, options, device="cpu")
+    train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu", stop_after=1)
+    graphed = {**options, "solver_options": {**options["solver_options"], "cuda_graph": "auto",
+                                             "backward_cuda_graph": "auto", "cuda_graph_steps": 10}}
+    looser = {**graphed, "solver_options": {**graphed["solver_options"], "tol": 1e-3}}
+    with pytest.raises(InnError, match=r"different configuration \(differs in model.solver_options.tol\)"):
+        train("walks", walk_dir, "inn", tmp_path / "b", cfg, looser, device="cpu")
+    resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, graphed, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+    saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    assert saved["meta"]["settings"]["model"]["solver_options"]["cuda_graph"] == "auto"
+
 def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
     from inn.experiment.timing import time_checkpoint
 

@@ -110,8 +110,11 @@ class TrainConfig:
 #: the mean validation loss above which the reported perplexity is clamped (exp(700) < float max)
 PERPLEXITY_CLAMP = 700.0
 
-#: settings that may change between an interrupted run and its resumption
-RESUMABLE_CHANGES = {"max_epochs", "patience", "warm_start", "warm_start_adjoint"}
+#: settings that may change between an interrupted run and its resumption: how long it trains,
+#: where its solves start, and whether they run as CUDA graphs (which replay the same steps)
+RESUMABLE_CHANGES = ({f"training.{key}" for key in ("max_epochs", "patience", "warm_start", "warm_start_adjoint")}
+                     | {f"model.solver_options.{key}" for key in ("cuda_graph", "cuda_graph_steps",
+                                                                   "backward_cuda_graph")})
 
 
 # --------------------------------------------------------------------------- data
@@ -345,8 +348,7 @@ def _check_resumable(path: Path, state: dict, settings: dict) -> None:
     # a model setting added since the checkpoint was written had its default there
     defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
     old = {**state["settings"], "model": {**defaults, **state["settings"]["model"]}}
-    differ = [k for k in _differences(old, settings) if k.split(".")[-1] not in RESUMABLE_CHANGES
-              or not k.startswith("training.")]
+    differ = [k for k in _differences(old, settings) if k not in RESUMABLE_CHANGES]
     if differ:
         raise InnError(f"{path} was written by a different configuration (differs in {', '.join(differ)}); "
                        "delete it to start afresh, or restore the old settings to resume")
