@@ -26,6 +26,7 @@ from inn import batches as B
 from inn.data.fingerprint import data_fingerprint, read_record
 from inn.errors import InnError, positive_int
 from inn.io import write_json
+from inn.experiment.runs import source_commit
 from inn.models import predict
 from inn.scoring import score_pos, score_walks
 from inn.tables import read_tsv, write_tsv
@@ -136,6 +137,8 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "dev": meta.get("dev"),
         "device": meta.get("device"),
         "threads": meta.get("threads"),
+        "trained_at": meta.get("commit"),  # the source commit that finished the training (None: unrecorded)
+        "commit": source_commit(),  # the one that scored it
         "evaluation_seconds": seconds,
         "nonconverged": failed if getattr(config, "implicit", False) else None,
         "training": settings.get("training", meta.get("training")),

@@ -54,6 +54,7 @@ from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
 from inn.experiment.config import check_settings, training_defaults
+from inn.experiment.runs import device_label, resumed_commit_note, source_commit
 from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.data.features import UNK
@@ -392,6 +393,8 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     if problem is None:
         _check_resumable(path, saved, settings)
         _check_same_data(path, saved, fingerprint)
+        if note := resumed_commit_note(path, saved):
+            log.warning(note)
         return saved
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     os.replace(path, aside)
@@ -537,7 +540,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         _tie_to_unknown(untrained)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
-        row = _order(row, task)
+        row = _order({**row, "device": device_label(dev_), "threads": torch.get_num_threads(),
+                      "commit": source_commit()}, task)
         state["history"].append(row)
         state["epoch"] = epoch
         if _better(task, dev_metrics, state["best"]):
@@ -577,7 +581,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     best = torch.load(best_path, map_location="cpu", weights_only=False)
     # The settings the run finished under: a resume may have changed its schedule (patience,
     # max_epochs), and best.pt holds the ones of the epoch it was written in.
-    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"],
+    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"], commit=source_commit(),
                         seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
                         parameters=model.num_parameters(), threads=torch.get_num_threads(), settings=settings)
     if "settings" in best:
@@ -625,7 +629,9 @@ def _finished(state: dict, cfg: TrainConfig) -> bool:
 
 
 def _payload(model: SequenceLabeler, meta: dict, settings: dict, data: dict) -> dict:
-    return neural_payload(model, {**meta, "settings": settings}, data, settings=settings)
+    """A checkpoint or resume state; its ``meta`` names the source commit that wrote it."""
+    return neural_payload(model, {**meta, "settings": settings, "commit": source_commit()}, data,
+                          settings=settings)
 
 
 def _order(row: dict, task: str) -> dict:
