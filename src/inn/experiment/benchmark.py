@@ -175,7 +175,7 @@ def _time_interleaved(
 def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
     """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
     iteration with analytic J V products. It is the asymptotic contraction factor of plain
-    fixed-point iteration: the number the SPEC's "trained-like" systems are described by."""
+    fixed-point iteration: the number "trained-like" systems (``--harder``) are described by."""
     from inn.solvers import solve
 
     with torch.no_grad(), warnings.catch_warnings():
@@ -571,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tol", type=positive_float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
-                             "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
+                             "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
                                              "ImplicitLSTM's weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (a trained model's: 'rnn.'); "
