@@ -34,7 +34,8 @@ import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
-from inn.models import FEATURES, MODELS
+from inn.models import FEATURES, MODELS, ModelConfig
+from inn.solvers import SOLVERS, check_solver_options
 
 
 def _with_defaults(validator_class):
@@ -170,12 +171,27 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
 
 def with_registry(schema: Mapping) -> dict:
     """``schema`` with the model lists (``models.<task>.run``) taken from the registry
-    (:data:`inn.models.MODELS`): a model registered there is a model the config may name."""
+    (:data:`inn.models.MODELS`): a model registered there is a model the config may name; and
+    likewise the solver names (``solver.name``) from :data:`inn.solvers.SOLVERS`."""
     schema = copy.deepcopy(dict(schema))
     tasks = schema["properties"]["models"]["properties"]
     for task, section in tasks.items():
         section["properties"]["run"]["items"]["enum"] = [name for name, spec in MODELS.items() if task in spec.tasks]
+    schema["properties"]["solver"]["properties"]["name"]["enum"] = list(SOLVERS)
     return schema
+
+
+def check_model_solver(model: Mapping, where: str) -> None:
+    """Check the solver and solver options of ``model`` settings (``inn train --settings``'s
+    ``model`` section) against the solver registry, as the workflow's config check does.
+
+    Raises:
+        InnError: ``<where>: model.solver_options.<key>: <problem>`` (or ``model.solver``).
+    """
+    if "solver" in model or "solver_options" in model:
+        name = model.get("solver", ModelConfig.solver)  # the layer's default solver
+        check_solver_options(name, model.get("solver_options") or {}, f"{where}: model.solver_options",
+                             name_where=f"{where}: model.solver")
 
 
 def model_sizes(config: Mapping, task: str, model: str) -> list[int | None]:
@@ -268,9 +284,13 @@ def check_config(config: Mapping) -> None:
     """What the schema cannot say, checked on a schema-valid config with its defaults.
 
     Raises:
-        InnError: a corpus key its format does not read, or a setting that names a corpus,
-            walk set or bias the run does not have (one line naming the key).
+        InnError: a solver option the solver does not take or whose value it refuses
+            (:func:`inn.solvers.check_solver_options`), a corpus key its format does not
+            read, or a setting that names a corpus, walk set or bias the run does not have
+            (one line naming the key).
     """
+    check_solver_options(config["solver"]["name"], config["solver"]["options"], "config: solver.options",
+                         name_where="config: solver.name")
     for name, corpus in config["corpora"].items():
         allowed = FORMAT_KEYS[corpus["format"]]
         for key in corpus:

@@ -53,7 +53,7 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
-from inn.experiment.config import check_settings, training_defaults
+from inn.experiment.config import check_model_solver, check_settings, training_defaults
 from inn.experiment.runs import device_label, resumed_commit_note, source_commit
 from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
@@ -728,6 +728,7 @@ def _json_settings(text: str, where: str) -> dict:
     except json.JSONDecodeError as exc:
         raise InnError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     check_settings(settings, "$defs/run_settings", where=where)
+    check_model_solver(settings.get("model", {}), where)  # the solver registry's keys, types and ranges
     return settings
 
 
