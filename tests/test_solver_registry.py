@@ -141,3 +141,13 @@ def test_the_docs_options_table_is_the_registrys():
     text = DOCS.read_text(encoding="utf-8")
     table = re.search(r"<!-- options table: inn\.solvers\.options_table\(\) -->\n(.*?)\n\n", text, re.S)
     assert table and table[1] == S.options_table()
+
+
+def test_inn_train_stops_on_a_bad_solver_option_in_one_line(tmp_path, capsys):
+    from inn.experiment.cli import main
+
+    settings = '{"model": {"solver": "anderson", "solver_options": {"memory": -3}}}'
+    assert main(["train", "--task", "walks", "--data", str(tmp_path / "none"), "--model", "inn",
+                 "--out-dir", str(tmp_path / "out"), "--settings", settings]) != 0
+    assert capsys.readouterr().err.strip() == (
+        "error: --settings: model.solver_options.memory: -3 is less than the minimum of 1")
