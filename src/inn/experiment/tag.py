@@ -69,11 +69,9 @@ def tag_main(argv: list[str]) -> None:
         torch.set_num_threads(args.threads)
     if args.metrics and not args.accuracy:
         parser.error("--metrics needs --accuracy")
-    for flag, path in (("--out", args.out), ("--metrics", args.metrics)):
+    for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
-            raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / 'tagged.conllu'}"
-                           if flag == "--out" else f"{flag} {path} is a folder: give a file path, e.g. "
-                           f"{Path(path) / 'metrics.json'}")
+            raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
 
     from inn.tagger import Tagger
 
