@@ -99,6 +99,32 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
                        "reinstall it)") from None
 
 
+def read_yaml(path: str | os.PathLike) -> object:
+    """The YAML (or JSON) document in the file ``path``, as the workflow reads its ``config.yaml``.
+
+    Raises:
+        InnError: the file cannot be read, is not UTF-8, or is not YAML; the last names the
+            line and column where the parser stopped (Snakemake's own message names neither
+            the file nor the line).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InnError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        context = getattr(exc, "context", None)
+        begun = getattr(exc, "context_mark", None)
+        if context and begun is not None:
+            problem += f" ({context} begun on line {begun.line + 1})"
+        fix = "indent with spaces, not tabs" if "'\\t'" in problem else "correct the file there"
+        raise InnError(f"{where}: not valid YAML: {problem}; {fix}") from None
+
+
 @functools.cache
 def _schema() -> dict:
     return load_schema(SCHEMA)

@@ -218,7 +218,7 @@ def fit_timing_main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="fits (TSV)")
     parser.add_argument("--measurements", required=True, help="all measurements stacked (TSV)")
     parser.add_argument("inputs", nargs="*", help="per-model measurement TSVs")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # IN --out OUT IN: inputs after the options too
     frames = [read_tsv(p) for p in args.inputs]
     measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["task", "dataset", "model", "n", "seconds"])

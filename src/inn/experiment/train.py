@@ -391,8 +391,10 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
     if problem is None:
-        _check_resumable(path, saved, settings)
+        # the data first: data prepared again also changes the settings it decides (vocabulary
+        # sizes, tag count), and "a different configuration" would name the wrong cause
         _check_same_data(path, saved, fingerprint)
+        _check_resumable(path, saved, settings)
         if note := resumed_commit_note(path, saved):
             log.warning(note)
         return saved
