@@ -169,6 +169,26 @@ def test_walk_files_refuse_a_crafted_file(tmp_path, capsys):
     assert not marker.exists()
 
 
+def test_inn_runs_and_kept_states_refuse_crafted_states(tmp_path, walk_dir, caplog):
+    """``inn runs`` lists a run whose last.pt would run code from its history alone, and
+    ``--keep-states`` keeps nothing of a run whose best.pt would."""
+    from inn.experiment.runs import list_runs, save_states
+
+    results, marker = tmp_path / "results", tmp_path / "ran"
+    run = results / "train" / "walks" / "b1.0" / MODEL / "seed1"
+    train("walks", walk_dir, MODEL, run, _cfg(), device="cpu", stop_after=1)
+    sound = (run / "last.pt").read_bytes()
+    _craft(run / "last.pt", marker, settings={})
+    with caplog.at_level(logging.WARNING):
+        list_runs([results])
+    assert f"{run / 'last.pt'} {REFUSED}; listed from its history alone" in caplog.text
+    (run / "last.pt").write_bytes(sound)
+    best = _craft(run / "best.pt", marker, meta={})
+    with pytest.raises(InnError, match=re.escape(f"{best} cannot be read as a state; nothing of it is kept in")):
+        save_states([results], tmp_path / "kept")
+    assert not marker.exists()
+
+
 def _torch_load_calls(text: str) -> list[str]:
     """Every call of torch's load in ``text``, its arguments to the closing parenthesis."""
     calls, name = [], "torch." + "load("
