@@ -48,7 +48,7 @@ from torch import nn
 
 from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import torch_load_problem
+from inn.io import torch_load_data, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
 from inn.models import bidirectional_baselines
@@ -120,11 +120,13 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
     one; keys under ``prefix`` (e.g. ``"rnn."``, a trained model's layer) are taken, stripped.
     Without a prefix, the file's one implicit layer is taken wherever it sits."""
+    fix = "give a checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer"
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch_load_data(path, fix)
+    except InnError:
+        raise
     except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
-        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a checkpoint.pt of "
-                       "a trained inn or inn_lstm, or a state_dict of an implicit layer") from None
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): {fix}") from None
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")

@@ -132,7 +132,7 @@ def tag_main(argv: list[str]) -> None:
 
 def export_main(argv: list[str]) -> None:
     """``inn export-tagger``: a self-contained tagger file from a POS checkpoint."""
-    from inn.checkpoints import read_checkpoint, save_payload, self_contained, with_test_scores
+    from inn.checkpoints import check_scores_bound, read_checkpoint, save_payload, self_contained, with_test_scores
 
     parser = argparse.ArgumentParser(
         prog="inn export-tagger",
@@ -160,6 +160,7 @@ def export_main(argv: list[str]) -> None:
             if metrics.get(key) is not None and meta.get(key) is not None and str(metrics[key]) != str(meta[key]):
                 raise InnError(f"{args.metrics} scores {key} {metrics[key]}, but {args.checkpoint} is {key} "
                                f"{meta[key]}: give this model's metrics.json")
+        check_scores_bound(payload, metrics, args.checkpoint, args.metrics)
         if metrics.get("split", "test") != "test" or metrics.get("max_sequences"):
             raise InnError(f"{args.metrics} scores the {metrics.get('split')} split, or part of it: a tagger "
                            "file's test score comes from inn evaluate on the whole test split")
