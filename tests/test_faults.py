@@ -235,8 +235,10 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
                              "at line 1 column 2"),
     (["--settings", '{"training": {"max_epochs": "3"}}'], "--settings: training.max_epochs: '3' is not of type 'integer'"),
     (["--settings", '{"training": {"clip": true}}'], "--settings: training.clip: True is not of type 'number', 'null'"),
-    (["--settings", '{"model": {"solver": 1}}'], "--settings: model.solver: 1 is not one of ['newton_krylov', "
-                                                 "'newton_direct', 'anderson', 'fixed_point']"),
+    (["--settings", '{"model": {"solver": 1}}'], "--settings: model.solver: 1 is not of type 'string'"),
+    (["--settings", '{"model": {"solver": "andersn"}}'], "--settings: model.solver: unknown solver 'andersn' (did you "
+                                                         "mean 'anderson'?); choose one of newton_krylov, newton_direct, "
+                                                         "anderson, fixed_point"),
     (["--settings", "[1]"], "--settings: <top level>: [1] is not of type 'object'"),
     (["--settings", '{"training": [1]}'], "--settings: training: [1] is not of type 'object'"),
     (["--settings-file", "missing.json"], "cannot read --settings-file missing.json: No such file or directory"),
