@@ -412,3 +412,27 @@ def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
     assert forward.loc["torchdeq_anderson", "x our best at n=20"] == pytest.approx(3.0)
     assert forward.loc["torchdeq_anderson", "F at n=20"] == 20
     assert np.isnan(tables[0]["table"].set_index("method").loc["torchdeq_anderson", "n=20"])
+
+
+def test_table1_claim_against_the_matched_size_and_as_a_whole(tmp_path):
+    """Where the size best on dev is not the one nearest the INN's parameter count, the claim
+    gets a second row against that one; with two b tested, a row judges the claim as a whole."""
+    for b, inn, best, matched in (("b0.5", 0.10, 0.30, 0.40), ("b0.25", 0.20, 0.20, 0.40)):
+        for seed in (1, 2):
+            fake_run(tmp_path, "walks", b, "inn", seed, inn, [0.3, 0.2], parameters=211201)
+            fake_run(tmp_path, "walks", b, "bilstm-h100", seed, matched, [0.3, 0.25], parameters=89801)
+            fake_run(tmp_path, "walks", b, "bilstm-h300", seed, best, [0.3, 0.2], parameters=749401)
+    collect_main(["--results", str(tmp_path), "--out-dir", str(tmp_path / "tables")])
+    t1 = pd.read_csv(tmp_path / "tables/table1.tsv", sep="\t").set_index("b")
+    assert t1.loc[0.5, "bilstm_best_size"] == 300 and t1.loc[0.5, "bilstm_matched_size"] == 100
+    assert bool(t1.loc[0.5, "bilstm_best_is_largest"])
+    v = pd.read_csv(tmp_path / "tables/verdict.tsv", sep="\t")
+    assert v.claim.tolist() == [
+        "INN error below the b-LSTM's (b = 0.25)",
+        "INN error below the b-LSTM's (b = 0.25), against the size nearest its parameter count (100 units)",
+        "INN error below the b-LSTM's (b = 0.5)",
+        "INN error below the b-LSTM's (b = 0.5), against the size nearest its parameter count (100 units)",
+        "INN error below the b-LSTM's for b <= 1, as a whole"]
+    assert v.verdict.tolist()[:4] == ["inconclusive", "reproduced", "reproduced", "reproduced"]
+    assert v.verdict.iloc[4] == ("2 tests (b = 0.25, 0.5): reproduced at 1, inconclusive at 1; "
+                                 "1 of 2 hold after Holm's correction for 2 tests")

@@ -144,8 +144,8 @@ def test_resume_equals_uninterrupted(tmp_path, pos_dir):
     assert len(first) == 1 and (tmp_path / "b" / "last.pt").is_file()
     resumed = train("pos", pos_dir, "bigru", tmp_path / "b", cfg, {"hidden_size": 10}, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
-    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["state_dict"]
-    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["state_dict"]
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -176,7 +176,7 @@ def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
         train("walks", walk_dir, "inn", tmp_path / "b", cfg, looser, device="cpu")
     resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, graphed, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
-    saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert saved["meta"]["settings"]["model"]["solver_options"]["cuda_graph"] == "auto"
 
 def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
@@ -226,7 +226,7 @@ def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_di
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same equations, to tol
     # the states travel in last.pt: a resumed run starts its solves where the straight one did
     train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
     resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
@@ -237,7 +237,7 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
                                        r"model.hidden_size, training.lr\); delete it"):
         train("pos", pos_dir, "gru", tmp_path, _cfg(lr=0.1), {"hidden_size": 9}, device="cpu")
     # a model setting added since the checkpoint was written counts as its default there
-    saved = torch.load(tmp_path / "last.pt", weights_only=False)
+    saved = torch.load(tmp_path / "last.pt", weights_only=True)
     assert saved["settings"]["model"].pop("forget_max") == 1.0
     torch.save(saved, tmp_path / "last.pt")
     # more epochs is not a different configuration: the run resumes and finishes
@@ -246,7 +246,7 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
     # the checkpoint says the schedule the run finished under, not that of its best epoch
     train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=4), {"hidden_size": 8}, device="cpu", stop_after=2)
     train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
-    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     assert saved["meta"]["epochs"] == 2 and saved["meta"]["settings"]["training"]["max_epochs"] == 2
 
 
@@ -355,7 +355,8 @@ def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     assert capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
                  "--out-dir", str(tmp_path)]) == 2
-    assert "checkpoint not found" in capsys.readouterr().err
+    missing = f"model file not found: {tmp_path / 'none.pt'} (nothing of a close name in {tmp_path})"
+    assert missing in capsys.readouterr().err
 
 
 def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, walk_dir):
@@ -373,7 +374,7 @@ def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, wal
     assert (warm.backward_nonconverged == 0).all()
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same gradients, to tol
     train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
     resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
@@ -419,7 +420,7 @@ def test_a_run_on_the_first_sentences_treats_the_rest_as_unseen(tmp_path, pos_di
     from inn.batches import load_features, read_split
 
     train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
-    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     features = load_features(pos_dir)
     trained = {w.lower() for s in read_split(pos_dir, "train")[:40] for w, _ in s}
     seen = {features.words.lookup(w) for w in trained}

@@ -48,7 +48,7 @@ from torch import nn
 
 from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import torch_load_problem
+from inn.io import torch_load_data, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
 from inn.models import bidirectional_baselines
@@ -120,11 +120,13 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
     one; keys under ``prefix`` (e.g. ``"rnn."``, a trained model's layer) are taken, stripped.
     Without a prefix, the file's one implicit layer is taken wherever it sits."""
+    fix = "give a checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer"
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch_load_data(path, fix)
+    except InnError:
+        raise
     except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
-        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a checkpoint.pt of "
-                       "a trained inn or inn_lstm, or a state_dict of an implicit layer") from None
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): {fix}") from None
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
@@ -175,7 +177,7 @@ def _time_interleaved(
 def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
     """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
     iteration with analytic J V products. It is the asymptotic contraction factor of plain
-    fixed-point iteration: the number the SPEC's "trained-like" systems are described by."""
+    fixed-point iteration: the number "trained-like" systems (``--harder``) are described by."""
     from inn.solvers import solve
 
     with torch.no_grad(), warnings.catch_warnings():
@@ -571,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tol", type=positive_float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
-                             "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
+                             "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
                                              "ImplicitLSTM's weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (a trained model's: 'rnn.'); "

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-perceptron": ("inn.experiment.train_perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
     "time-model": ("inn.experiment.timing:time_model_main", "time a trained model's hidden states against sequence length"),
     "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
+    "runs": ("inn.experiment.runs:main", "list every training run below results folders: finished or not, epochs, device, commit"),
     "collect": ("inn.experiment.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
     "report": ("inn.experiment.report:main", "render the HTML report from the workflow's tables and measurements"),
     "markdown": ("inn.experiment.views:main", "a tables folder's verdict, Tables 1-2, comparisons and runs as Markdown"),

@@ -54,8 +54,10 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
-from inn.experiment.config import check_settings, training_defaults
-from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
+from inn.experiment.config import check_model_solver, check_settings, training_defaults
+from inn.experiment.runs import device_label, resumed_commit_note, source_commit
+from inn.io import (locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data, torch_load_problem,
+                    torch_save)
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.data.features import UNK
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
@@ -397,29 +399,54 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     ``last.pt`` is a resume aid, not a result: one that cannot be resumed from (unreadable,
     empty, not an inn resume state, e.g. a ``checkpoint.pt`` copied over it) is set aside
     as ``last.pt.damaged-<time>``, kept for inspection, with one warning, and training starts
-    afresh. A sound one written by another configuration stops the run (:func:`_check_resumable`).
+    afresh. A sound one written by another configuration stops the run (:func:`_check_resumable`),
+    and so does one that would run code to load: it is read as data only
+    (``weights_only=True``) and never set aside as if it were merely damaged.
     """
     if not path.is_file():
         return None
     saved, problem = None, None
     try:
-        saved = torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # empty, truncated or foreign: torch's first sentence says what
-        words = str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__]
-        problem = "the file is empty" if path.stat().st_size == 0 else f"unreadable: {words[0]}"
+        saved = torch_load_data(path, "it is not a resume state inn wrote: remove it, then rerun to train afresh",
+                                device)
+    except InnError:
+        raise
+    except Exception as exc:  # empty, truncated or foreign
+        problem = torch_load_problem(path, exc)
     if problem is None:
         if not isinstance(saved, dict) or saved.get("format") not in READABLE_FORMATS or "settings" not in saved:
             problem = f"not a resume state of this inn (format {' or '.join(map(str, READABLE_FORMATS))})"
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
     if problem is None:
-        _check_resumable(path, saved, settings)
+        # the data first: data prepared again also changes the settings it decides (vocabulary
+        # sizes, tag count), and "a different configuration" would name the wrong cause
         _check_same_data(path, saved, fingerprint)
+        _check_resumable(path, saved, settings)
+        if note := resumed_commit_note(path, saved):
+            log.warning(note)
         return saved
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     os.replace(path, aside)
     log.warning("cannot resume from %s (%s): set aside as %s, training starts afresh", path, problem, aside.name)
     return None
+
+
+def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
+    """The best epoch's state (``best.pt``) that a finished run turns into ``checkpoint.pt``,
+    read as data only. One that cannot be read stops the run with one line: the best epoch's
+    weights are lost, so the run must be trained afresh."""
+    fix = f"remove {last_path} and {best_path}, then rerun to train {out_dir} afresh"
+    try:
+        best = torch_load_data(best_path, f"it is not a state inn wrote: {fix}")
+    except InnError:
+        raise
+    except Exception as exc:  # empty, truncated or foreign
+        raise InnError(f"cannot finish {out_dir}: {best_path} is damaged ({torch_load_problem(best_path, exc)}); "
+                       f"{fix}") from None
+    if not isinstance(best, dict) or not isinstance(best.get("meta"), dict) or "state_dict" not in best:
+        raise InnError(f"cannot finish {out_dir}: {best_path} is not a model state of this inn; {fix}")
+    return best
 
 
 def _holding_out_dir(function):
@@ -560,7 +587,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         _tie_to_unknown(untrained)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
-        row = _order(row, task)
+        row = _order({**row, "device": device_label(dev_), "threads": torch.get_num_threads(),
+                      "commit": source_commit()}, task)
         state["history"].append(row)
         state["epoch"] = epoch
         if _better(task, dev_metrics, state["best"]):
@@ -597,10 +625,10 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         raise InnError(f"{best_path} is missing after {state['epoch']} epoch(s): cannot finish {out_dir}; "
                        f"move {last_path} aside to train afresh")
     write_tsv(out_dir / "history.tsv", history)
-    best = torch.load(best_path, map_location="cpu", weights_only=False)
+    best = _best_state(best_path, last_path, out_dir)
     # The settings the run finished under: a resume may have changed its schedule (patience,
     # max_epochs), and best.pt holds the ones of the epoch it was written in.
-    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"],
+    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"], commit=source_commit(),
                         seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
                         parameters=model.num_parameters(), threads=torch.get_num_threads(), settings=settings)
     if "settings" in best:
@@ -648,7 +676,9 @@ def _finished(state: dict, cfg: TrainConfig) -> bool:
 
 
 def _payload(model: SequenceLabeler, meta: dict, settings: dict, data: dict) -> dict:
-    return neural_payload(model, {**meta, "settings": settings}, data, settings=settings)
+    """A checkpoint or resume state; its ``meta`` names the source commit that wrote it."""
+    return neural_payload(model, {**meta, "settings": settings, "commit": source_commit()}, data,
+                          settings=settings)
 
 
 def _order(row: dict, task: str) -> dict:
@@ -745,6 +775,7 @@ def _json_settings(text: str, where: str) -> dict:
     except json.JSONDecodeError as exc:
         raise InnError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     check_settings(settings, "$defs/run_settings", where=where)
+    check_model_solver(settings.get("model", {}), where)  # the solver registry's keys, types and ranges
     return settings
 
 

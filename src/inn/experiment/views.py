@@ -65,6 +65,8 @@ def _difference(value, digits: int) -> str:
 
 
 def _interval(low, high, digits: int = 4, signed: bool = False) -> str:
+    if pd.isna(low) and pd.isna(high):
+        return "–"
     return f"[{fmt(low, digits, signed)}, {fmt(high, digits, signed)}]"
 
 
@@ -117,7 +119,8 @@ def table1_view(table1: pd.DataFrame) -> TableView:
         for model, _ in models:
             cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"], most),
                       _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"])]
-        cells += [fmt(r["bilstm_best_size"], 0), " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
+        largest = " (largest tried)" if r.get("bilstm_best_is_largest") is True else ""
+        cells += [fmt(r["bilstm_best_size"], 0) + largest, " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
                   f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r["paper_inn_error"]),
                   fmt(r["paper_bilstm_error"])]
         view.add(cells)

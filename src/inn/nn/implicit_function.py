@@ -51,13 +51,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from inn import solvers
 from inn.errors import InnError
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
 
-#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``)
-BACKWARD_OPTIONS = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision",
-                    "backward_cuda_graph", "backward_steps", "backward_damping", "backward_fallback",
-                    "backward_fallback_after")
+#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``), by name: their
+#: records, with types and ranges, are :data:`inn.solvers.BACKWARD_OPTIONS`
+BACKWARD_OPTIONS = tuple(option.name for option in solvers.BACKWARD_OPTIONS)
 #: ``backward_fallback`` values: how the sequences a float32 adjoint leaves above tol are solved again
 FALLBACKS = (None, "float64", "direct")
 

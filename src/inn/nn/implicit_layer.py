@@ -544,7 +544,8 @@ class ImplicitSequence(nn.Module):
             :class:`Cell` make it faster.
         state_size: K, the width of the state.
         solver: a name in :data:`inn.solvers.SOLVERS` (``"newton_krylov"``, the paper's
-            method; ``"newton_direct"``; ``"anderson"``; ``"fixed_point"``).
+            method; ``"newton_direct"``; ``"anderson"``; ``"fixed_point"``; or one added by
+            :func:`inn.solvers.register_solver`).
         trainable_boundary: learn the boundary states h_s and h_e (zero and fixed otherwise,
             as in the paper).
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
@@ -572,10 +573,9 @@ class ImplicitSequence(nn.Module):
                  trainable_boundary: bool = False, **options: Any) -> None:
         super().__init__()
         from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
-        from inn.solvers import SOLVERS, check_options
+        from inn.solvers import check_options, check_solver_options, solver_spec
 
-        if solver not in SOLVERS:
-            raise InnError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+        solver_spec(solver)  # an unknown name: one line listing the known ones
         self.cell = cell
         self.state_size = state_size
         self.output_size = getattr(cell, "output_size", state_size)
@@ -584,6 +584,7 @@ class ImplicitSequence(nn.Module):
         self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
         check_backward_options(self.backward_options)
         check_options(solver, options)
+        check_solver_options(solver, self.backward_options)  # their types and ranges (inn.solvers.BACKWARD_OPTIONS)
         self.options = options
         self.last_stats = None
         self.last_backward_stats = None

@@ -1,0 +1,136 @@
+"""Runs that outlive their machine: provenance in histories and states, ``inn runs``, kept states."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from inn.data.walk import generate_walks, save_walks
+from inn.errors import InnError
+from inn.experiment import runs
+from inn.experiment.runs import list_runs, resumed_commit_note, save_states, source_commit
+from inn.experiment.train import TrainConfig, train
+
+INN_FAST = {"hidden_size": 6, "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+
+
+@pytest.fixture(scope="module")
+def walks(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("walks") / "b0.5"
+    for split, n, seed in (("train", 30, 1), ("dev", 10, 2), ("test", 10, 3)):
+        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=8))
+    return out
+
+
+def _cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{"max_epochs": 3, "patience": 5, "lr": 0.5, "word_dropout": 0.0, "loss": "token", **kw})
+
+
+def _run(results: Path, model: str = "inn", seed: int = 1) -> Path:
+    return results / "train" / "walks" / "b0.5" / model / f"seed{seed}"
+
+
+def test_source_commit_names_the_checkout_or_the_version():
+    import inn
+
+    commit = source_commit()
+    package = Path(inn.__file__).resolve().parent
+    head = subprocess.run(["git", "-C", str(package), "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode == 0 and commit != f"inn {inn.__version__}":
+        assert commit.removesuffix("-dirty") == head.stdout.strip()
+    else:
+        assert commit == f"inn {inn.__version__}"
+
+
+def test_history_and_state_record_device_threads_and_commit(tmp_path, walks):
+    out = _run(tmp_path / "results")
+    train("walks", walks, "inn", out, _cfg(), INN_FAST, device="cpu", stop_after=2)
+    saved = torch.load(out / "last.pt", weights_only=True)
+    assert saved["meta"]["commit"] == source_commit()
+    history = pd.read_csv(out / "history.tsv", sep="\t")
+    assert list(history["device"]) == ["cpu", "cpu"]
+    assert list(history["commit"]) == [source_commit()] * 2
+    assert (history["threads"] == torch.get_num_threads()).all()
+    assert [row["commit"] for row in saved["train_state"]["history"]] == [source_commit()] * 2
+
+
+def test_inn_runs_lists_unfinished_and_finished_runs(tmp_path, walks, capsys):
+    results = tmp_path / "results"
+    train("walks", walks, "inn", _run(results), _cfg(), INN_FAST, device="cpu", stop_after=1)
+    train("walks", walks, "bilstm-h4", _run(results, "bilstm-h4"), _cfg(max_epochs=2), device="cpu")
+    table = list_runs([results]).set_index("model")
+    assert table.loc["inn", "status"] == "unfinished" and table.loc["inn", "epochs"] == 1
+    assert table.loc["inn", "ended_by"] == "running, 0 of 5 epochs without a better dev"
+    assert table.loc["inn", "epochs_by_device"].startswith(f"1 cpu ") and source_commit() in table.loc["inn",
+                                                                                                       "commits"]
+    assert table.loc["bilstm-h4", "status"] == "finished" and table.loc["bilstm-h4", "ended_by"] == "cap"
+    assert table.loc["bilstm-h4", "epochs_by_device"].startswith("1-2 cpu ")
+    runs.main([str(results)])
+    shown = capsys.readouterr().out
+    assert "| walks | b0.5 | inn | 1 | unfinished | 1 |" in shown
+
+
+def test_kept_state_resumes_on_another_machine(tmp_path, walks, caplog):
+    """A kept state (no warm starts) copied into a fresh results folder resumes after its epoch."""
+    here, kept, there = tmp_path / "here" / "results", tmp_path / "kept", tmp_path / "there" / "results"
+    train("walks", walks, "inn", _run(here), _cfg(), INN_FAST, device="cpu", stop_after=1)
+    assert "warm_starts" in torch.load(_run(here) / "last.pt", weights_only=True)
+    (written,) = save_states([here], kept)
+    state = torch.load(written / "last.pt", weights_only=True)
+    assert "warm_starts" not in state and state["train_state"]["epoch"] == 1
+    assert (written / "best.pt").is_file() and (written / "history.tsv").is_file()
+    assert list_runs([kept]).loc[0, "status"] == "unfinished"
+    shutil.copytree(kept / "train", there / "train")
+    with caplog.at_level(logging.INFO):
+        history = train("walks", walks, "inn", _run(there), _cfg(), INN_FAST, device="cpu")
+    assert "resuming inn from" in caplog.text and "after epoch 1" in caplog.text
+    assert list(history["epoch"]) == [1, 2, 3]
+
+
+def test_a_state_of_other_code_says_so():
+    now = source_commit()
+    assert resumed_commit_note("last.pt", {"meta": {"commit": now}}) is None
+    note = resumed_commit_note("r/last.pt", {"meta": {"commit": "abc1234"}})
+    assert note.startswith("r/last.pt was written at commit abc1234; resuming at ") and "git diff abc1234" in note
+    assert "before resume states recorded their commit" in resumed_commit_note("r/last.pt", {"meta": {}})
+
+
+def test_resuming_under_another_commit_warns(tmp_path, walks, caplog):
+    out = _run(tmp_path / "results")
+    train("walks", walks, "inn", out, _cfg(), INN_FAST, device="cpu", stop_after=1)
+    state = torch.load(out / "last.pt", weights_only=True)
+    state["meta"]["commit"] = "0000000"
+    torch.save(state, out / "last.pt")
+    with caplog.at_level(logging.WARNING):
+        train("walks", walks, "inn", out, _cfg(), INN_FAST, device="cpu", stop_after=1)
+    assert "was written at commit 0000000; resuming at" in caplog.text
+
+
+def test_devices_of_older_histories_come_from_their_logs(tmp_path):
+    run = _run(tmp_path / "results")
+    (run / "logs").mkdir(parents=True)
+    pd.DataFrame({"epoch": [1, 2, 3], "dev_error": [0.3, 0.2, 0.25], "seconds": [100.0, 110.0, 1500.0]}).to_csv(
+        run / "history.tsv", sep="\t", index=False)
+    (run / "logs" / "a.log").write_text(
+        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, device cuda, 1 threads\n"
+        "t INFO inn.experiment.train: epoch 1: train loss 0.4, dev loss\n"
+        "t INFO inn.experiment.train: epoch 2: train loss 0.3, dev loss\n"
+        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, device cpu, 1 threads\n"
+        "t INFO inn.experiment.train: epoch 3: train loss 0.3, dev loss\n", encoding="utf-8")
+    row = list_runs([tmp_path / "results"]).iloc[0]
+    assert row["epochs_by_device"] == "1-2 cuda (log) 100-110 s (unrecorded); 3 cpu (log) 1500 s (unrecorded)"
+    assert row["status"] == "stopped" and row["best_epoch"] == 2
+
+
+def test_a_folder_without_runs_is_one_line(tmp_path):
+    with pytest.raises(InnError, match="no such folder"):
+        list_runs([tmp_path / "missing"])
+    with pytest.raises(InnError, match=r"no training runs in it \(expected train/<task>/"):
+        list_runs([tmp_path])
