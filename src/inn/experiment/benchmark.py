@@ -593,6 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=at_least(0), default=1)
     parser.add_argument("--jvp-only", action="store_true",
                         help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="with --checkpoint of a whole trained implicit model: per training batch (its own loss, "
+                             "fresh walks or dev windows) the forward and adjoint iterations, limit hits, F evaluations, "
+                             "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
+                             "(inn.experiment.breakdown)")
+    parser.add_argument("--batches", type=positive_int, default=5, help="--breakdown: batches per length")
+    parser.add_argument("--fallback", choices=["float64", "direct"],
+                        help="--breakdown: the model's adjoint with this backward_fallback (default: as trained, none)")
     parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
     parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
     return parser
@@ -617,6 +625,14 @@ def main(argv: list[str] | None = None) -> None:
         args.peers = list(PEERS)
     if args.fits_out and len(set(args.lengths)) < 2:
         raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
+    if args.breakdown:
+        from inn.experiment.breakdown import run_breakdown, summary_table, write_breakdown
+
+        batches = run_breakdown(args)
+        write_breakdown(args.out, batches)
+        log.info("wrote %s", args.out)
+        print(summary_table(batches))
+        return
     if args.jvp_only:
         variants = jvp_variants(args)
         write_tsv(args.out, pd.DataFrame(variants))

@@ -30,6 +30,7 @@ save left there.
 from __future__ import annotations
 
 import argparse
+import bisect
 import functools
 import inspect
 import itertools
@@ -247,6 +248,22 @@ class SolverTally:
         self.backward_nonconverged = 0
         self.backward = 0.0
         self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
+        # per-sequence iterations of the forward and adjoint solves, binned (HISTOGRAM_EDGES)
+        self.histogram = {"newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
+                          "backward": [0] * (len(self.HISTOGRAM_EDGES) + 1)}
+        self.limit = {"newton": 0, "backward": 0}  # sequences stopped at the iteration limit
+
+    #: upper edges of the iteration histogram's bins: <= 10, 11-20, 21-40, 41-80, 81-160, > 160
+    HISTOGRAM_EDGES = (10, 20, 40, 80, 160)
+
+    def _count(self, kind: str, stats) -> None:
+        """Bin one solve's per-sequence iterations and count its sequences at the limit."""
+        from inn.solvers import ResultCode
+
+        its = (stats.newton_iterations + stats.krylov_iterations).tolist()
+        for value in its:
+            self.histogram[kind][bisect.bisect_left(self.HISTOGRAM_EDGES, value)] += 1
+        self.limit[kind] += int((stats.code == int(ResultCode.MAX_ITERATIONS)).sum())
 
     def add(self, layer) -> None:
         stats = getattr(layer, "last_stats", None)
@@ -257,9 +274,11 @@ class SolverTally:
         self.krylov += float(stats.krylov_iterations.float().mean())
         self.residual = max(self.residual, float(stats.residual.max()))
         self.nonconverged += stats.num_failed
+        self._count("newton", stats)
         back = getattr(layer, "last_backward_stats", None)
         if back is not None:
             self.backward_nonconverged += back.num_failed
+            self._count("backward", back)
             self.backward += float((back.newton_iterations + back.krylov_iterations).float().mean())
             layer.last_backward_stats = None
 
@@ -268,6 +287,10 @@ class SolverTally:
         return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
                 "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
                 "backward_iters": self.backward / n,
+                # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
+                "newton_hist": "/".join(map(str, self.histogram["newton"])), "newton_limit": self.limit["newton"],
+                "backward_hist": "/".join(map(str, self.histogram["backward"])),
+                "backward_limit": self.limit["backward"],
                 **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
 
 

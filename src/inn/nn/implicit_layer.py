@@ -436,6 +436,15 @@ class ImplicitSystem(BatchTensors):
         weights = tuple(w.to(torch.bfloat16) for w in self.weights)
         return type(self)(self.cell, self.X, self.mask, weights, self.h_start, self.h_end)
 
+    def in_precision(self, dtype: torch.dtype) -> "ImplicitSystem | None":
+        """The same equations with input terms, weights and boundaries in ``dtype`` (the
+        adjoint's float64 fallback); None for a cell without the ``transition`` hook, whose own
+        parameters would stay in theirs."""
+        if not hasattr(self.cell, "transition"):
+            return None
+        return type(self)(self.cell, self.X.to(dtype), self.mask, tuple(w.to(dtype) for w in self.weights),
+                          self.h_start.to(dtype), self.h_end.to(dtype))
+
     def repeat(self, times: int) -> "ImplicitSystem":
         """The same systems stacked ``times`` times along B (several starting candidates)."""
         if times == 1:

@@ -469,7 +469,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
     start = u0
     u0 = g if start is None else start
-    its_low = 0
+    its_low = low_evals = 0
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
@@ -484,7 +484,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         # products down to low_precision_tol, then float32 from there
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
-            u0, its_pass, _, _, _, _ = _anderson.anderson_iterate(
+            u0, its_pass, _, _, low_evals, _ = _anderson.anderson_iterate(
                 _adjoint_step(low.vjp, g, copy, scale), u0, lambda u: scale, tol=low_precision_tol,
                 max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
             its_low = its_low + its_pass
@@ -503,7 +503,8 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
-    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
+    # J^T products: both passes' (bfloat16 ones too, as the forward counts its bfloat16 F)
+    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, low_evals + evals + checks)
 
 
 def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
@@ -607,4 +608,9 @@ BACKWARD_OPTIONS = (
                  type="integer", minimum=1),
     SolverOption("backward_damping", APPROXIMATE_OPTIONS["phantom"]["damping"], "phantom only: their damping",
                  type="number", exclusive_minimum=0, maximum=1),
+    SolverOption("backward_fallback", None, "exact adjoints: solve the sequences a float32 adjoint leaves above tol "
+                 "again on the float64 system (float64: Anderson; direct: block-tridiagonal)",
+                 choices=("float64", "direct"), nullable=True),
+    SolverOption("backward_fallback_after", 40, "float32 adjoint iterations before the fallback takes over",
+                 type="integer", minimum=1),
 )
