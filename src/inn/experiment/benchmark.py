@@ -628,7 +628,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.breakdown:
         from inn.experiment.breakdown import run_breakdown, summary_table, write_breakdown
 
-        batches = run_breakdown(args)
+        batches = run_breakdown(args, _baseline_closures)
         write_breakdown(args.out, batches)
         log.info("wrote %s", args.out)
         print(summary_table(batches))

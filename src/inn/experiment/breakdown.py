@@ -191,10 +191,10 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     )
 
 
-def run_breakdown(args: argparse.Namespace) -> list[BatchRow]:
-    """Every batch of ``inn benchmark --breakdown``: ``--batches`` per length in ``--lengths``."""
+def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list[BatchRow]:
+    """Every batch of ``inn benchmark --breakdown``: ``--batches`` per length in ``--lengths``;
+    ``baseline_closures`` (the benchmark's) times the baselines on the same batches."""
     from inn.checkpoints import load_checkpoint
-    from inn.experiment.benchmark import _baseline_closures
     from inn.experiment.timing import synchronize
     from inn.nn import ImplicitSequence
 
@@ -226,7 +226,7 @@ def run_breakdown(args: argparse.Namespace) -> list[BatchRow]:
             with torch.no_grad():
                 xi = model.encoder(batch)
             for kind in args.baselines:
-                fb = _baseline_closures(kind, k, xi.detach(), device, dtype)[1]
+                fb = baseline_closures(kind, k, xi.detach(), device, dtype)[1]
                 fb()  # warm-up: allocator, kernels
                 synchronize(device)
                 start = now()
