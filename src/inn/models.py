@@ -22,8 +22,10 @@ recurrent cell in the registry :data:`CELLS` (``implicit_gru``, ``implicit_lstm`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,6 +143,9 @@ class ModelSpec:
     implicit: bool = False
     sizes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     in_paper: bool = True
+    #: the module that registered it (set by :func:`register`): what a checkpoint of the model
+    #: names, so that loading it without that module says which one to import
+    module: str | None = field(default=None, compare=False)
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -169,6 +174,10 @@ def register(spec: ModelSpec) -> ModelSpec:
         if cell.implicit != spec.implicit:
             raise InnError(f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
                            f"set implicit={cell.implicit} in its ModelSpec")
+    if spec.module is None:
+        caller = sys._getframe(1).f_globals
+        spec = dataclasses.replace(spec, module=caller.get("__file__") if caller.get("__name__") == "__main__"
+                                   else caller.get("__name__"))
     MODELS[spec.name] = spec
     return spec
 
@@ -252,7 +261,8 @@ class ModelConfig:
         if self.task not in TASKS:
             raise InnError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
         if self.kind not in neural_models():
-            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}")
+            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}, or import "
+                           "the module that registers it (--import MODULE; the workflow config's imports)")
         if self.hidden_size < 1:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
         if self.forget_max != 1.0 and self.spec.cell != "implicit_lstm":
