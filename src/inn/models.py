@@ -252,7 +252,7 @@ class ModelConfig:
     input_dim: int = 0
     dropout: float = 0.0  # on xi and on H during training (0: none, as in the paper)
     # the implicit layer: solver name and options (inn.solvers.solve, backward_* options)
-    solver: str = "newton_krylov"
+    solver: str = "anderson"  # the workflow's (inn.solvers.SOLVERS); checkpoints store theirs
     solver_options: dict[str, Any] = field(default_factory=dict)
     trainable_boundary: bool = False
     forget_max: float = 1.0  # the implicit LSTM's forget gate cap (1: none, the cell as defined)
