@@ -129,11 +129,11 @@ class ModelSpec:
     ``cell`` names the recurrent cell of :data:`CELLS` that :func:`recurrent_layer` builds
     (``implicit_gru``, ``implicit_lstm``, ``gru``, ``lstm``, or one registered by
     :func:`register_cell`); ``implicit`` must say what the cell is. None marks a model that
-    is not a neural sequence labeller (the averaged perceptron). ``sizes`` is the hidden-size rule per task: the keys
-    under ``models.<task>`` in the config tried in order, the first one set wins, and
-    :data:`FEATURES` stands for the input feature size; a list-valued key (the b-LSTM's
-    ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task without a
-    rule is one the model is not trained on.
+    is not a neural sequence labeller (the averaged perceptron). ``sizes`` is the hidden-size
+    rule per task: the keys under ``models.<task>`` in the config tried in order, the first one
+    set wins, and :data:`FEATURES` stands for the input feature size; a list-valued key (the
+    b-LSTM's ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task
+    without a rule is one the model is not trained on.
     """
 
     name: str

@@ -8,9 +8,10 @@ Outputs:
 
 - ``table1.tsv``: per b, the floor, then for every implicit model of the registry (the INN, the
   implicit LSTM, any registered by a module of one's own: :func:`inn.models.implicit_models`)
-  and the b-LSTM (the size with the lowest dev error): mean error over seeds, its standard deviation, the per-seed errors,
-  its parameter count, the excess over the floor with its seed-aware 95% interval; how many runs
-  patience ended and how many the epoch cap; and the paper's two columns;
+  and the b-LSTM (the size with the lowest dev error): mean error over seeds, its standard
+  deviation, the per-seed errors, its parameter count, the excess over the floor with its
+  seed-aware 95% interval; how many runs patience ended and how many the epoch cap; and the
+  paper's two columns;
 - ``table2.tsv``: corpus, model, accuracy (mean, sd, per seed), unseen-word accuracy, and the
   paper's WSJ figure, with the reported Stanford tagger and reference figures as rows that say
   they were not run;
