@@ -243,3 +243,75 @@ def test_one_length_writes_no_fits_and_refuses_a_fits_path(tmp_path, capsys):
     with pytest.raises(InnError, match="--fits-out needs at least two --lengths"):
         main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--methods", "anderson", "--out", str(out),
               "--fits-out", str(tmp_path / "fits.tsv")])
+
+
+def _walks_checkpoint(path, hidden=4, **solver_options):
+    """A tiny whole walks INN as training saves it (b = 0.5, token loss)."""
+    from inn.checkpoints import neural_payload
+    from inn.models import ModelConfig, build_model
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(task="walks", kind="inn", hidden_size=hidden, num_classes=2, input_dim=3,
+                                    solver="anderson", solver_options={"tol": 1e-4, **solver_options}))
+    meta = {"task": "walks", "model": "inn", "dataset": "b0.5", "settings": {"training": {"loss": "token"}}}
+    torch.save(neural_payload(model, meta), path)
+    return path
+
+
+def test_breakdown_reports_each_training_batch(tmp_path, capsys):
+    """--breakdown: one row per batch with forward and adjoint iterations, limit hits and their
+    codes, F evaluations, Jacobian products, and a time split that adds up to the total."""
+    ckpt = _walks_checkpoint(tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False)
+    out = tmp_path / "breakdown.tsv"
+    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "6", "--batches", "2", "--batch-size", "4",
+          "--baselines", "gru", "lstm", "--threads", "1", "--clock", "process", "--device", "cpu", "--out", str(out)])
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert [(int(r["n"]), int(r["batch_index"])) for r in rows] == [(3, 0), (3, 1), (6, 0), (6, 1)]
+    for r in rows:
+        assert float(r["forward_mean"]) >= 1 and int(r["forward_max"]) >= float(r["forward_mean"])
+        # two adjoint iterations cannot reach 1e-4: every sequence stops at the limit, and says so
+        assert int(r["adjoint_max"]) == 2 and int(r["adjoint_limit"]) == 4 and r["adjoint_codes"] == "MAX_ITERATIONS:4"
+        assert int(r["forward_limit"]) == 0 and r["forward_codes"] == ""
+        assert int(r["function_evals"]) >= int(r["forward_max"]) and int(r["jacobian_products"]) >= 2
+        parts = sum(float(r[c]) for c in ("solve_s", "F_s", "adjoint_s", "rest_s"))
+        assert parts == pytest.approx(float(r["total_s"]), rel=1e-4, abs=1e-6)  # (the TSV keeps 7 digits)
+        assert float(r["solve_s"]) > 0 and float(r["adjoint_s"]) > 0 and float(r["bigru_s"]) > 0 and float(r["bilstm_s"]) > 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["n", "batches", "fwd"] and [line.split()[0] for line in table[1:3]] == ["3", "6"]
+    # the same batches with the direct float64 fallback: every sequence solved again, none left at the limit
+    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "--batches", "1", "--batch-size", "4",
+          "--baselines", "--fallback", "direct", "--device", "cpu", "--out", str(out)])
+    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert (int(row["adjoint_fallback"]), int(row["adjoint_limit"]), row["adjoint_codes"]) == (4, 0, "")
+
+
+def test_breakdown_needs_a_whole_implicit_model(tmp_path):
+    layer = tmp_path / "layer.pt"
+    torch.save(ImplicitGRU(3, 4).state_dict(), layer)
+    with pytest.raises(InnError, match="--breakdown needs --checkpoint"):
+        main(["--breakdown", "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
+    with pytest.raises(InnError, match=r"layer.pt is not an inn model file \(no model in it\)"):
+        main(["--breakdown", "--checkpoint", str(layer), "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
+    from inn.checkpoints import neural_payload
+    from inn.models import ModelConfig, build_model
+
+    explicit = tmp_path / "bilstm.pt"
+    model = build_model(ModelConfig(task="walks", kind="bilstm", hidden_size=3, num_classes=2, input_dim=3))
+    torch.save(neural_payload(model, {"task": "walks", "dataset": "b0.5"}), explicit)
+    with pytest.raises(InnError, match="bilstm.pt is not an implicit model's checkpoint: --breakdown needs a whole"):
+        main(["--breakdown", "--checkpoint", str(explicit), "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
+
+
+def test_breakdown_of_the_b05_walks_fixture_meets_its_trained_systems(tmp_path):
+    """The epoch-5 b = 0.5 walks INN (tests/fixtures/README.md): one batch of 20 walks of 8 steps
+    through the whole model, its own loss; the trained systems take more than a fresh layer's
+    handful of forward iterations."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "walks_b05_inn_epoch5.pt"
+    out = tmp_path / "fixture.tsv"
+    main(["--breakdown", "--checkpoint", str(fixture), "--lengths", "8", "--batches", "1", "--baselines",
+          "--threads", "1", "--device", "cpu", "--out", str(out)])
+    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert int(row["hidden"]) == 200 and int(row["batch"]) == 20
+    assert float(row["forward_mean"]) > 10 and float(row["adjoint_mean"]) > 5

@@ -281,7 +281,7 @@ def _expected_tagged(lines: list[str]) -> list[list[tuple[str, str]]] | None:
             sentence = []
             continue
         fields = line.split("\t")
-        if len(fields) != 2 or not all(fields):
+        if len(fields) != 2 or not all(fields) or fields[1] != fields[1].strip():  # "NN " is no tag of its own
             return None
         sentence.append((fields[0], fields[1]))
     return sentences + ([sentence] if sentence else [])

@@ -244,7 +244,7 @@ def test_cuda_graph_options_are_validated():
             ImplicitGRU(5, 6, solver="anderson", cuda_graph_steps=bad)
     with pytest.raises(InnError, match="backward_cuda_graph must be true, false or 'auto', not 'on'"):
         ImplicitGRU(5, 6, solver="anderson", backward_cuda_graph="on")
-    with pytest.raises(InnError, match="has no option.s. cuda_graph"):
+    with pytest.raises(InnError, match="has no option 'cuda_graph'"):
         ImplicitGRU(5, 6, solver="newton_krylov", cuda_graph=True)
     layer, xi, mask = _problem("gru")
     with pytest.raises(InnError, match="cuda_graph must be true, false or 'auto', not 'x'"):

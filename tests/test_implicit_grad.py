@@ -135,6 +135,9 @@ def test_phantom_gradient_error_shrinks_with_every_step(damping):
     (dict(backward_solver="phantom", backward_steps=0), "backward_steps must be a positive integer"),
     (dict(backward_solver="phantom", backward_damping=1.5), r"backward_damping must be a number in \(0, 1\]"),
     (dict(backward_solver="anderson", backward_steps=3), "takes no backward_steps"),
+    (dict(backward_fallback="float128"), "backward_fallback must be one of None, float64, direct, not 'float128'"),
+    (dict(backward_solver="phantom", backward_fallback="direct"), "needs an exact adjoint; backward solver 'phantom'"),
+    (dict(backward_fallback="direct", backward_fallback_after=0), "backward_fallback_after must be a positive integer"),
 ])
 def test_backward_options_are_validated_in_one_line(options, message):
     from inn.errors import InnError
@@ -183,3 +186,53 @@ def test_hutchinson_estimate_of_the_jacobian_norm_is_unbiased():
     for b in range(2):
         assert abs(float(mean[b]) - exact[b]) < 4 * float(se[b]), (float(mean[b]), exact[b], float(se[b]))
     assert float(jacobian_frobenius(F, H, mask, samples=2).sum().detach()) > 0
+
+
+@pytest.mark.parametrize("fallback", ["float64", "direct"])
+def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
+    """A float32 adjoint that cannot reach its tol (1e-9) in its one allowed iteration hands every
+    sequence to the float64 fallback: u is then the dense float64 solve of (I - J^T) u = dL/dH at
+    the float32 solution, and the gradients are those of autograd unrolled through the float64
+    fixed-point iteration (to the float32 solution's accuracy)."""
+    from inn.solvers import ResultCode
+
+    torch.manual_seed(0)
+    layer64 = make_layer(scale=1.5, tol=1e-12)
+    layer = make_layer(scale=1.5, dtype=torch.float32, tol=1e-6, solver="anderson", backward_tol=1e-9,
+                       backward_fallback=fallback, backward_fallback_after=1)
+    layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
+    xi, mask = make_batch(B=3, n=6, lengths=[6, 2, 4])
+    target = torch.randn(3, 6, 6, dtype=torch.float64)
+    x = xi.float().requires_grad_(True)
+    (layer(x, mask) * target.float()).sum().backward()
+    stats = layer.last_backward_stats
+    assert stats.extra["fallback"] == 3 and stats.converged.all() and float(stats.residual.max()) <= 1e-9
+    # without the fallback the same float32 solve misses (the test can fail)
+    plain = make_layer(scale=1.5, dtype=torch.float32, tol=1e-6, solver="anderson", backward_tol=1e-9,
+                       backward_max_iter=1)
+    plain.load_state_dict(layer.state_dict())
+    with pytest.warns(Warning, match="did not reach tol"):
+        (plain(xi.float(), mask) * target.float()).sum().backward()
+    assert int((plain.last_backward_stats.code == int(ResultCode.MAX_ITERATIONS)).sum()) == 3
+    # dense float64 reference at the float32 solution
+    H = layer.last_solution.double()
+    lin = layer64.system(xi, mask).linearize(H)
+    B, n, K = H.shape
+    for b in range(B):
+        J = torch.zeros(n * K, n * K, dtype=torch.float64)
+        for t in range(n):
+            L, R = (block[b] for block in lin.blocks(t))
+            if t:
+                J[t * K:(t + 1) * K, (t - 1) * K:t * K] = L
+            if t + 1 < n:
+                J[t * K:(t + 1) * K, (t + 1) * K:(t + 2) * K] = R
+        g = (target[b] * mask[b, :, None]).flatten()
+        dense = torch.linalg.solve(torch.eye(n * K, dtype=torch.float64) - J.T, g)
+        assert torch.allclose(layer.last_adjoint[b].double().flatten(), dense, rtol=0, atol=1e-5 * float(dense.norm()))
+    # gradients against autograd unrolled through the float64 iteration
+    x64 = xi.clone().requires_grad_(True)
+    loss = (_unrolled(layer64, x64, mask) * target).sum()
+    want = torch.autograd.grad(loss, [x64] + list(layer64.parameters()))
+    got = [x.grad] + [p.grad for p in layer.parameters()]
+    for a, b in zip(got, want):
+        assert float((a.double() - b).norm()) <= 1e-4 * float(b.norm()) + 1e-6

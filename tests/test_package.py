@@ -45,3 +45,27 @@ def test_an_installed_inn_finds_its_schema(wheel, tmp_path):
     assert result.returncode == 0, result.stderr
     where, loss = result.stdout.split()
     assert Path(where).is_relative_to(tmp_path / "site") and loss == "token"
+
+
+#: conda-forge's names for the PyPI packages whose names differ there
+CONDA_NAMES = {"torch": "pytorch", "matplotlib": "matplotlib-base", "snakemake": "snakemake-minimal"}
+
+
+def test_the_conda_environment_lists_every_dependency():
+    """environment.yml says it runs the library, the workflow and the tests: it must list every
+    requirement of pyproject.toml's core, workflow and test sets (under conda-forge's names)."""
+    import re
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    wanted = {re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower()
+              for requirement in [*project["dependencies"], *extras["workflow"], *extras["test"]]}
+    wanted.discard("inn")  # the test set's "inn[workflow]"
+    environment = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
+    listed = {re.split(r"[<>=!~ ]", entry, maxsplit=1)[0].lower() for entry in environment["dependencies"]
+              if isinstance(entry, str)}
+    missing = sorted(name for name in wanted if CONDA_NAMES.get(name, name) not in listed)
+    assert not missing, f"environment.yml lacks {', '.join(missing)}"

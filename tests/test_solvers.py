@@ -1,5 +1,6 @@
 """The solvers against independent references: dense Newton, SciPy, each other, dense solves."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -387,7 +388,7 @@ def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
 
     layer, xi, mask = problem
     reference, _ = solve(layer.system(xi, mask), "anderson", tol=1e-10)
-    anderson = S.SOLVERS["anderson"]
+    anderson = S.SOLVERS["anderson"].function
     calls = []
 
     def spurious_first(system, H0, groups, counter, **options):
@@ -398,7 +399,7 @@ def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
             H[0] = 20 * H[0]  # sequence 0 "converged" to a state with |h| up to 20
         return H, newton, krylov, res, code
 
-    monkeypatch.setitem(S.SOLVERS, "anderson", spurious_first)
+    monkeypatch.setitem(S.SOLVERS, "anderson", dataclasses.replace(S.SOLVERS["anderson"], function=spurious_first))
     H, stats = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros", "one_step"))
     assert calls == [3, 1]  # only sequence 0 ran again
     assert stats.converged.all() and stats.candidate.tolist() == [1, 0, 0]

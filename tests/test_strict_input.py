@@ -88,7 +88,7 @@ def test_settings_file_is_checked_and_its_meta_kept(tmp_path, walk_dir):
     (tmp_path / "s.json").write_text('{"training": {"max_epochs": 1}, "meta": {"scale": "test"}}')
     assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path / "r"),
                 "--settings-file", str(tmp_path / "s.json"), "--device", "cpu"]) == 0
-    assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)["meta"]["scale"] == "test"
+    assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["meta"]["scale"] == "test"
     (tmp_path / "bad.json").write_text('{"model": {"solver_options": {"tol": -1}}}')
     with pytest.raises(InnError, match=rf"^--settings-file {tmp_path}/bad\.json: model\.solver_options\.tol: -1 is "
                                        r"less than or equal to the minimum of 0$"):

@@ -372,8 +372,9 @@ def test_a_file_that_is_not_a_tagger_is_one_line(tmp_path, models, capsys):
         walks: f"error: {walks} is a walks model, not a tagger: only POS models tag text\n",
         tmp_path / "weights.pt": f"error: {tmp_path / 'weights.pt'} is not an inn model file (no model in it): "
                                  "give a checkpoint.pt or a tagger file\n",
-        tmp_path / "code.pt": f"error: {tmp_path / 'code.pt'} is not an inn model file: it holds Python objects that "
-                              "only code could rebuild, and a model file is never allowed to run code\n",
+        tmp_path / "code.pt": f"error: {tmp_path / 'code.pt'} is refused: loading it would run Python code "
+                              "(pandas._libs.tslibs.timestamps._unpickle_timestamp), and inn reads model, state and "
+                              "data files only as data; give a model file inn wrote (checkpoint.pt or tagger.pt)\n",
         tmp_path / "newer.pt": f"error: {tmp_path / 'newer.pt'} was written by inn 9.0 in model file format 9, which "
                                "inn 0.1.0 cannot read (formats 1, 2): use the inn version that wrote it, or upgrade inn\n",
     }

@@ -69,8 +69,33 @@ def test_every_pos_model_learns(tmp_path, pos_dir, name):
     assert (tmp_path / "checkpoint.pt").is_file() and (tmp_path / "history.tsv").is_file()
     assert not (tmp_path / "last.pt").exists()  # resume state is removed once training finished
     if name == "inn":
-        assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(history.columns)
+        assert {"newton_iters", "krylov_iters", "residual", "nonconverged", "newton_hist", "newton_limit",
+                "backward_hist", "backward_limit"} <= set(history.columns)
         assert history.newton_iters.gt(0).all()
+
+
+def test_solver_tally_bins_iterations_and_counts_limit_hits():
+    """The history row's iteration histograms (<= 10, 11-20, 21-40, 41-80, 81-160, > 160) and the
+    sequences that stopped at their iteration limit, forward and adjoint, summed over batches."""
+    from types import SimpleNamespace
+
+    from inn.experiment.train import SolverTally
+    from inn.solvers import ResultCode, SolverStats
+
+    def stats(iterations, codes):
+        its = torch.tensor(iterations)
+        code = torch.tensor(codes)
+        return SolverStats("anderson", its, torch.zeros_like(its), torch.zeros(len(its)), code == 0, code,
+                           torch.zeros_like(its))
+
+    limit = int(ResultCode.MAX_ITERATIONS)
+    tally = SolverTally()
+    for _ in range(2):
+        tally.add(SimpleNamespace(last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit]),
+                                  last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)])))
+    row = tally.row()
+    assert (row["newton_hist"], row["newton_limit"]) == ("4/2/0/0/0/2", 2)
+    assert (row["backward_hist"], row["backward_limit"], row["backward_nonconverged"]) == ("0/0/0/2/2/4", 2, 4)
 
 
 @pytest.mark.parametrize("name", ["inn", "bilstm-h8"])
@@ -119,8 +144,8 @@ def test_resume_equals_uninterrupted(tmp_path, pos_dir):
     assert len(first) == 1 and (tmp_path / "b" / "last.pt").is_file()
     resumed = train("pos", pos_dir, "bigru", tmp_path / "b", cfg, {"hidden_size": 10}, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
-    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["state_dict"]
-    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["state_dict"]
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -151,7 +176,7 @@ def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
         train("walks", walk_dir, "inn", tmp_path / "b", cfg, looser, device="cpu")
     resumed = train("walks", walk_dir, "inn", tmp_path / "b", cfg, graphed, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
-    saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert saved["meta"]["settings"]["model"]["solver_options"]["cuda_graph"] == "auto"
 
 def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
@@ -201,7 +226,7 @@ def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_di
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same equations, to tol
     # the states travel in last.pt: a resumed run starts its solves where the straight one did
     train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
     resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
@@ -212,7 +237,7 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
                                        r"model.hidden_size, training.lr\); delete it"):
         train("pos", pos_dir, "gru", tmp_path, _cfg(lr=0.1), {"hidden_size": 9}, device="cpu")
     # a model setting added since the checkpoint was written counts as its default there
-    saved = torch.load(tmp_path / "last.pt", weights_only=False)
+    saved = torch.load(tmp_path / "last.pt", weights_only=True)
     assert saved["settings"]["model"].pop("forget_max") == 1.0
     torch.save(saved, tmp_path / "last.pt")
     # more epochs is not a different configuration: the run resumes and finishes
@@ -221,7 +246,7 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
     # the checkpoint says the schedule the run finished under, not that of its best epoch
     train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=4), {"hidden_size": 8}, device="cpu", stop_after=2)
     train("pos", pos_dir, "gru", tmp_path / "cut", _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
-    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     assert saved["meta"]["epochs"] == 2 and saved["meta"]["settings"]["training"]["max_epochs"] == 2
 
 
@@ -331,7 +356,8 @@ def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     assert capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
                  "--out-dir", str(tmp_path)]) == 2
-    assert "checkpoint not found" in capsys.readouterr().err
+    missing = f"model file not found: {tmp_path / 'none.pt'} (nothing of a close name in {tmp_path})"
+    assert missing in capsys.readouterr().err
 
 
 def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, walk_dir):
@@ -349,7 +375,7 @@ def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, wal
     assert (warm.backward_nonconverged == 0).all()
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same gradients, to tol
     train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
     resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
     pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
@@ -395,7 +421,7 @@ def test_a_run_on_the_first_sentences_treats_the_rest_as_unseen(tmp_path, pos_di
     from inn.batches import load_features, read_split
 
     train("pos", pos_dir, "gru", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
-    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     features = load_features(pos_dir)
     trained = {w.lower() for s in read_split(pos_dir, "train")[:40] for w, _ in s}
     seen = {features.words.lookup(w) for w in trained}

@@ -24,8 +24,11 @@ evaluation and resume, and :func:`self_contained` converts one with its prepared
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import json
+import logging
 import os
-import pickle
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -34,8 +37,11 @@ from typing import Any
 import torch
 
 from inn.errors import InnError
+from inn.io import torch_load_data, torch_load_problem
 from inn.models import MODELS, ModelConfig, SequenceLabeler, build_model
 from inn.perceptron import PerceptronPeer
+
+log = logging.getLogger(__name__)
 
 #: the layout of the files this version writes
 CHECKPOINT_FORMAT = 2
@@ -72,8 +78,6 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
     folder = Path(folder)
     section: dict[str, Any] = {"fingerprint": data_fingerprint(folder)}
     if task == "pos":
-        import json
-
         record = read_record(folder)
         column = column or record.get("column") or DEFAULT_COLUMN
         if column not in COLUMNS:
@@ -134,16 +138,14 @@ def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
             model file, or written by a newer inn in a layout this one cannot read.
     """
     if not os.path.isfile(path):
-        raise InnError(f"checkpoint not found: {path} (train the model first)")
+        raise InnError(_not_a_file(path))
     try:
-        payload = torch.load(path, map_location=device, weights_only=True)
-    except pickle.UnpicklingError:
-        raise InnError(f"{path} is not an inn model file: it holds Python objects that only code could "
-                       "rebuild, and a model file is never allowed to run code") from None
-    except Exception as exc:  # a truncated or foreign file
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InnError(f"cannot read checkpoint {path} (truncated, or not a torch file: {first}); "
-                       "delete it and train the model again") from None
+        payload = torch_load_data(path, "give a model file inn wrote (checkpoint.pt or tagger.pt)", device)
+    except InnError:
+        raise
+    except Exception as exc:  # empty, truncated or foreign
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a model file inn wrote "
+                       "(checkpoint.pt or tagger.pt), or train the model again") from None
     if not isinstance(payload, dict) or not ("model_config" in payload or "perceptron" in payload):
         raise InnError(f"{path} is not an inn model file (no model in it): give a checkpoint.pt or a tagger file")
     version = payload.get("format")
@@ -152,6 +154,27 @@ def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
                        f"{version}, which inn {_version()} cannot read (formats {', '.join(map(str, READABLE_FORMATS))}): "
                        "use the inn version that wrote it, or upgrade inn")
     return payload
+
+
+def _not_a_file(path: str | os.PathLike) -> str:
+    """Why ``path``, given as a model file, is none: a folder (naming the model files in it), or
+    missing (naming close names beside it; "train the model first" only where the workflow
+    puts a checkpoint, ``.../train/.../checkpoint.pt``)."""
+    path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.pt") if p.is_file())
+        found = f" (it holds {', '.join(inside)})" if inside else ""
+        return (f"{path} is a folder, not a model file: give the file inside it{found}, e.g. "
+                f"{path / 'checkpoint.pt'} or {path / 'tagger.pt'}")
+    if path.name == "checkpoint.pt" and "train" in path.parts:
+        return f"checkpoint not found: {path} (train the model first)"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"model file not found: {path} (there is no folder {parent})"
+    close = difflib.get_close_matches(path.name, [p.name for p in parent.iterdir()], n=3, cutoff=0.6)
+    if close:
+        return f"model file not found: {path} (did you mean {' or '.join(str(parent / c) for c in close)}?)"
+    return f"model file not found: {path} (nothing of a close name in {parent})"
 
 
 def model_from_payload(payload: dict[str, Any], path: str | os.PathLike,
@@ -244,9 +267,47 @@ def _check_vocabularies(payload: dict[str, Any], vocabularies: dict, path, data_
         raise InnError(f"{path} was trained with another tag set than {data_dir}: give the folder it was trained on")
 
 
+def weights_digest(payload: dict[str, Any]) -> str:
+    """The SHA-256 (hex) of a payload's weights, whatever the file around them says: for a neural
+    model over its ``state_dict`` tensors by name (name, dtype, shape and bytes of each), for the
+    perceptron over its weights as canonical JSON. ``inn evaluate`` writes it into metrics.json
+    and a tagger file keeps it beside its test score, which so stays bound to the weights it
+    scored: another run's metrics.json (another hidden size, a run started again) is refused."""
+    digest = hashlib.sha256()
+    if "perceptron" in payload:
+        digest.update(json.dumps(payload["perceptron"], sort_keys=True, separators=(",", ":")).encode())
+        return digest.hexdigest()
+    for name in sorted(payload["state_dict"]):
+        tensor = payload["state_dict"][name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{str(tensor.dtype).removeprefix('torch.')}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_scores_bound(payload: dict[str, Any], metrics: dict[str, Any], model_path: str | os.PathLike,
+                       metrics_path: str | os.PathLike) -> None:
+    """Refuse a metrics.json that scored other weights than ``payload``'s (:func:`weights_digest`).
+    One written before metrics carried the digest is accepted, with a warning.
+
+    Raises:
+        InnError: the digests differ (naming both files).
+    """
+    scored = metrics.get("weights_sha256")
+    if scored is None:
+        log.warning(
+            "%s was written before metrics named the weights they score: cannot check that it scores %s",
+            metrics_path, model_path)
+        return
+    if scored != weights_digest(payload):
+        raise InnError(f"{metrics_path} scores other weights (sha256 {scored[:16]}...) than {model_path} holds "
+                       f"({weights_digest(payload)[:16]}...; another run or a model trained again): give the "
+                       "metrics.json that inn evaluate wrote for this model")
+
+
 def with_test_scores(payload: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with the test scores of ``metrics`` (``inn evaluate``'s metrics.json) in its meta."""
-    keys = ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences", "split")
+    """``payload`` with the test scores of ``metrics`` (``inn evaluate``'s metrics.json) in its
+    meta, and the digest of the weights they scored (:func:`weights_digest`) where it names one."""
+    keys = ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences", "split", "weights_sha256")
     meta = {**payload.get("meta", {}), "test": {k: metrics.get(k) for k in keys}}
     return {**payload, "meta": meta}
 

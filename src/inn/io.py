@@ -14,8 +14,11 @@ import fcntl
 import glob
 import json
 import os
+import pickle
+import re
 import socket
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -26,6 +29,8 @@ from inn.errors import InnError
 
 #: the lock file :func:`locked_folder` holds in a folder
 LOCK_NAME = ".lock"
+#: how torch's weights-only reader names a global (a function or class) it refuses to load
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 #: what to do about a failed write, by its errno
 _WRITE_FIXES = {
     errno.ENOSPC: "free some space",
@@ -114,10 +119,50 @@ def torch_save(obj: Any, path: str | os.PathLike) -> None:
             raise cause from None
 
 
+def code_in_file(exc: BaseException) -> str | None:
+    """The Python function or class a file would have to run to load, where torch's weights-only
+    reader refused it for that (``exc``, from ``torch.load(weights_only=True)``); None where it
+    failed for another reason (empty, truncated, not a torch file)."""
+    if isinstance(exc, pickle.UnpicklingError):
+        found = _GLOBAL.search(str(exc))
+        if found:
+            return found.group(1)
+    return None
+
+
+def refused_as_code(path: str | os.PathLike, name: str, fix: str) -> InnError:
+    """The one line for a file refused because loading it would run Python code (``name``):
+    inn reads models, states, metrics and data only as data, never as code."""
+    return InnError(f"{path} is refused: loading it would run Python code ({name}), and inn reads model, state "
+                    f"and data files only as data; {fix}")
+
+
+def torch_load_data(path: str | os.PathLike, fix: str, map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``: tensors and plain Python values only, so that no
+    file, whoever made it, runs code when read.
+
+    Raises:
+        InnError: the file would run code to load (``fix`` says what to do instead; it is never
+            loaded another way).
+        Exception: any other failure of ``torch.load`` (empty, truncated, not a torch file),
+            for the caller to word with :func:`torch_load_problem`.
+    """
+    try:
+        with warnings.catch_warnings():  # torch's notes on pickle protocols it parses: not the user's concern
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        name = code_in_file(exc)
+        if name is not None:
+            raise refused_as_code(path, name, fix) from None
+        raise
+
+
 def torch_load_problem(path: str | os.PathLike, exc: BaseException) -> str:
     """Why ``torch.load`` failed on ``path``, in words for a message: the file is empty, is no
-    torch file at all (a text file: torch's own words would be "pop from empty list"), or is
-    one that is truncated or damaged (torch's first line)."""
+    torch file at all (a text file: torch's own words would be "pop from empty list"; random
+    bytes: "Unsupported operand"), would run code to load, or is a torch file that is truncated
+    or damaged (torch's first sentence)."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(2)
@@ -125,9 +170,14 @@ def torch_load_problem(path: str | os.PathLike, exc: BaseException) -> str:
         return error.strerror or str(error)
     if not head:
         return "the file is empty"
-    if head != b"PK" and head[:1] != b"\x80":  # a zip archive (torch.save) or a pickle (the legacy format)
+    name = code_in_file(exc)
+    if name is not None:
+        return f"loading it would run Python code ({name}), and inn reads it only as data"
+    if (head != b"PK" and head[:1] != b"\x80") or isinstance(exc, pickle.UnpicklingError):
+        # not a zip archive (torch.save) or a pickle (the legacy format); or bytes the
+        # weights-only reader cannot parse at all: no file torch writes
         return "not a torch file"
-    words = str(exc).strip().splitlines() or [type(exc).__name__]
+    words = str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__]
     return f"truncated or damaged: {words[0]}"
 
 

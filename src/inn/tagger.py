@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from inn.checkpoints import COLUMNS, model_from_payload, read_checkpoint, self_contained
+from inn.checkpoints import COLUMNS, model_from_payload, read_checkpoint, self_contained, weights_digest
 from inn.data.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
 from inn.errors import InnError
@@ -51,6 +51,8 @@ class Tagger:
         self.device = device
         self.batch_size = batch_size
         self.nonconverged = 0
+        #: the SHA-256 of its weights (:func:`inn.checkpoints.weights_digest`), which its test score names
+        self.weights_sha256: str | None = None
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: str = "auto", batch_size: int = 20) -> Tagger:
@@ -71,10 +73,18 @@ class Tagger:
         payload = self_contained(read_checkpoint(path, dev), path)
         model, meta = model_from_payload(payload, path, dev)
         data = payload["data"]
+        _check_fit(payload, path)
         features = FeatureExtractor.from_dict(data["vocabularies"])
         if data.get("column") not in COLUMNS:
             raise InnError(f"{path}: unknown tag column {data.get('column')!r} in its data section")
-        return cls(model, features, data["column"], meta, dev, batch_size)
+        tagger = cls(model, features, data["column"], meta, dev, batch_size)
+        tagger.weights_sha256 = weights_digest(payload)
+        test = meta.get("test")
+        scored = test.get("weights_sha256") if isinstance(test, dict) else None
+        if scored is not None and scored != tagger.weights_sha256:
+            log.warning("%s: its test score was measured on other weights (sha256 %s...) than it holds", path,
+                        scored[:16])
+        return tagger
 
     @property
     def is_perceptron(self) -> bool:
@@ -141,5 +151,31 @@ class Tagger:
         meta = self.meta
         scores = ", ".join(f"{split} {meta[split]['accuracy']:.2f}%" for split in ("dev", "test")
                            if isinstance(meta.get(split), dict) and meta[split].get("accuracy") is not None)
+        digest = f"; weights sha256 {self.weights_sha256}" if self.weights_sha256 else ""
         return (f"{meta.get('model')} tagger of {meta.get('dataset')} (seed {meta.get('seed')}, scale "
-                f"{meta.get('scale')}), {len(self.tags)} {self.column.upper()} tags" + (f"; {scores}" if scores else ""))
+                f"{meta.get('scale')}), {len(self.tags)} {self.column.upper()} tags" + (f"; {scores}" if scores else "")
+                + digest)
+
+
+def _check_fit(payload: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse a neural tagger file whose vocabularies do not fit its layers (a tag list shorter
+    than its output layer would index past it while tagging), naming the mismatch."""
+    cfg = payload.get("model_config")
+    if cfg is None:
+        return  # the perceptron keeps its own classes
+    fix = "the file is damaged or was edited; export it again from its checkpoint with `inn export-tagger`"
+    try:
+        vocabularies = payload["data"]["vocabularies"]
+        sizes = (len(vocabularies["tags"]), len(vocabularies["words"]),
+                 [len(v) for v in vocabularies["affixes"].values()])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InnError(f"{path}: its feature vocabularies are incomplete (no {exc}): {fix}") from None
+    wrong = []
+    if sizes[0] != cfg["num_classes"]:
+        wrong.append(f"{sizes[0]} tags for an output layer of {cfg['num_classes']}")
+    if sizes[1] != cfg["word_vocab"]:
+        wrong.append(f"{sizes[1]} words for a word embedding of {cfg['word_vocab']}")
+    if sizes[2] != list(cfg["affix_vocab"]):
+        wrong.append(f"affix vocabularies of {sizes[2]} for embeddings of {list(cfg['affix_vocab'])}")
+    if wrong:
+        raise InnError(f"{path}: its vocabularies do not fit its model ({'; '.join(wrong)}): {fix}")

@@ -5,7 +5,8 @@ Four formats, one shape:
 - :func:`read_ptb`: the WSJ part of an LDC Penn Treebank 3 copy (licensed, never shipped),
   by section; trace tokens (tag ``-NONE-``) removed.
 - :func:`read_treebank_sample`: NLTK's free 199-file WSJ sample, read with NLTK's own corpus
-  reader and split by file as in SPEC.md.
+  reader and split by file: wsj_0001-0139 train, 0140-0169 dev, 0170-0199 test (3,068 / 433 /
+  413 sentences once -NONE- tokens are removed).
 - :func:`read_conllu`: a CoNLL-U file (UD English EWT carries PTB tags in its XPOS column),
   parsed line by line with the ``conllu`` package; multiword-token ranges and empty nodes are
   skipped because they are not surface tokens of the tagging task.
@@ -15,7 +16,9 @@ Four formats, one shape:
 :func:`read_corpus` dispatches on the corpus format the workflow's config names. Text files
 are read strictly, as UTF-8 with or without a byte-order mark, plain or gzip-compressed: a
 byte that is not UTF-8, a line of the wrong shape or a CoNLL-U sentence without its closing
-blank line is an error naming file and line, never a silently different sentence.
+blank line is an error naming file and line, never a silently different sentence; so is a tag
+with whitespace at its start or end (``NN `` would be a tag class beside ``NN``), and text in
+UTF-16 or UTF-32, named as such.
 """
 
 from __future__ import annotations
@@ -58,6 +61,52 @@ def _drop_traces(tagged: Iterable[tuple[str, str]]) -> Sentence:
 #: the first bytes of a gzip stream (RFC 1952): such a corpus file is read decompressed
 GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
+#: the byte-order marks of the wide Unicode encodings (UTF-32's before UTF-16's, which they begin with)
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
+              (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+#: how much of a file's start :func:`wide_encoding` looks at
+WIDE_SAMPLE = 4096
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The wide Unicode encoding (``UTF-16LE``, ``UTF-16BE``, ``UTF-32LE``, ``UTF-32BE``) that a
+    file starting with ``head`` is written in, else None.
+
+    Known by a byte-order mark, or without one by where the NUL bytes fall: text in a Latin or
+    Greek script is in UTF-16 every other byte NUL, in UTF-32 three bytes of four. UTF-8 text
+    holds no NUL bytes at all, and much of such a file would decode as UTF-8 with a NUL inside
+    every word, so it is refused by name rather than read (or advised to convert from latin-1).
+    """
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            return name
+    sample = head[: len(head) // 4 * 4]
+    if len(sample) < 4:
+        return None
+
+    def nul(start: int, step: int) -> float:
+        column = sample[start::step]
+        return column.count(0) / len(column)
+
+    if nul(0, 4) < 0.05 and min(nul(1, 4), nul(2, 4), nul(3, 4)) > 0.3:
+        return "UTF-32LE"
+    if nul(3, 4) < 0.05 and min(nul(0, 4), nul(1, 4), nul(2, 4)) > 0.3:
+        return "UTF-32BE"
+    if nul(0, 2) < 0.05 and nul(1, 2) > 0.3:
+        return "UTF-16LE"
+    if nul(1, 2) < 0.05 and nul(0, 2) > 0.3:
+        return "UTF-16BE"
+    return None
+
+
+def check_not_wide(head: bytes, source: str) -> None:
+    """Stop if ``source``, starting with ``head``, is UTF-16 or UTF-32 text (:func:`wide_encoding`):
+    one line naming the encoding and the conversion to UTF-8."""
+    name = wide_encoding(head)
+    if name is not None:
+        order = "little" if name.endswith("LE") else "big"
+        raise InnError(f"{source}: {name[:6]} text ({order}-endian), not UTF-8: convert it to UTF-8 first "
+                       f"(iconv -f {name} -t UTF-8)")
 
 
 def _check_file(path: Path, what: str) -> None:
@@ -72,15 +121,18 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     r"""The lines of a UTF-8 text file, gzip-compressed or not, as (line number, text) pairs.
 
     A leading byte-order mark is not part of line 1, and a line ends in ``\n`` or ``\r\n``.
-    Anything else is refused in one line rather than read as something it is not: a byte that
-    is not UTF-8 (named by its offset in the file, or in the decompressed text of a gzip file),
-    a carriage return inside a line (old Mac line ends), a damaged gzip stream.
+    Anything else is refused in one line rather than read as something it is not: UTF-16 or
+    UTF-32 text (:func:`wide_encoding`), a byte that is not UTF-8 (named by its offset in the
+    file, or in the decompressed text of a gzip file), a carriage return inside a line (old Mac
+    line ends), a damaged gzip stream.
     """
     compressed = False
     try:
         with open(path, "rb") as raw:
             compressed = raw.read(2) == GZIP_MAGIC
         with (gzip.open if compressed else open)(path, "rb") as handle:
+            check_not_wide(handle.read(WIDE_SAMPLE), str(path) + (" (decompressed)" if compressed else ""))
+            handle.seek(0)
             offset = 0
             for lineno, data in enumerate(handle, start=1):
                 start = len(_BOM) if lineno == 1 and data.startswith(_BOM) else 0
@@ -184,12 +236,25 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
                 other = "upos" if column == "xpos" else "xpos"
                 raise InnError(f"{where}: token {token['form']!r} has no {column.upper()} tag "
                                f"(read the {other.upper()} column instead: tags: {other})")
+            check_tag(tag, where, column.upper(), conllu=True)
             sentence.append((token["form"], tag))
         if sentence:
             sentences.append(sentence)
     if not sentences:
         raise InnError(f"{path}: no sentences in this CoNLL-U file")
     return sentences
+
+
+def check_tag(tag: str, where: str, what: str = "tag", conllu: bool = False) -> None:
+    """Stop at a tag with whitespace at its start or end (``NN `` beside ``NN``), which would
+    silently be a tag class of its own; in a CoNLL-U tag column (``conllu``) at whitespace
+    anywhere, which the format allows only in FORM, LEMMA and MISC. Words are kept as they are."""
+    if tag != tag.strip():
+        raise InnError(f"{where}: {what} {tag!r} has whitespace at its start or end: remove it (as it is, it "
+                       "would be a tag class of its own)")
+    if conllu and any(char.isspace() for char in tag):
+        raise InnError(f"{where}: malformed CoNLL-U line: {what} {tag!r} holds whitespace, which CoNLL-U allows "
+                       "only in FORM, LEMMA and MISC: remove it")
 
 
 def check_token_id(found: int, expected: int, where: str) -> None:
@@ -316,6 +381,11 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
     try:
         fileids = treebank.fileids()
     except LookupError:
+        for root in nltk.data.path:
+            archive = Path(root) / "corpora" / "treebank.zip"
+            if archive.is_dir():  # NLTK would pass it over in silence
+                raise InnError(f"{archive} is a folder where NLTK's treebank sample archive goes: move it aside "
+                               f"(or delete it) and run `inn download-treebank --out-dir {root}`") from None
         where = (f"the NLTK data folder {nltk_data} holds no corpora/treebank" if nltk_data is not None
                  else "NLTK's treebank sample is not installed")
         raise InnError(
@@ -387,7 +457,7 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
 
     Exactly two fields a line, both non-empty and kept as they are: a third field (a corpus
     with more columns, or a word holding a tab) is an error naming file and line, never folded
-    into the tag.
+    into the tag, and so is a tag with whitespace at its start or end (:func:`check_tag`).
     """
     path = Path(path)
     _check_file(path, "tagged corpus file")
@@ -401,6 +471,7 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
                          else "an empty field" if len(fields) == 2 else "no tab")
                 raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {found}: {line!r}"
                                + (" (keep two columns: cut -f1,2 for a word and its tag)" if len(fields) > 2 else ""))
+            check_tag(fields[1], f"{path}:{lineno}")
             sentence.append((fields[0], fields[1]))
         sentences.append(sentence)
     return sentences

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from inn.data.corpora import blocks, check_token_id
+from inn.data.corpora import WIDE_SAMPLE, blocks, check_not_wide, check_tag, check_token_id
 from inn.errors import InnError
 
 INPUT_FORMATS = ("conllu", "horizontal", "vertical")
@@ -59,8 +59,10 @@ def decode(data: bytes, source: str) -> str:
     """``data`` as text: UTF-8, a leading byte-order mark dropped, line ends normalised.
 
     Raises:
-        InnError: ``data`` is not UTF-8 (naming ``source`` and the byte offset).
+        InnError: ``data`` is not UTF-8 (naming ``source`` and the byte offset; UTF-16 and
+            UTF-32 by name, :func:`inn.data.corpora.wide_encoding`).
     """
+    check_not_wide(data[:WIDE_SAMPLE], source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -96,7 +98,8 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
     Raises:
         InnError: a line without ten tab-separated fields, with an ID that is neither a word
             index, a range nor an empty node, with word IDs that do not run 1, 2, 3, ... (a
-            missing blank line between sentences), or without a form (naming ``source:line``).
+            missing blank line between sentences), without a form, or with whitespace in its
+            UPOS or XPOS (naming ``source:line``).
     """
     sentences = []
     for block in _blocks(text):
@@ -111,6 +114,8 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
                 raise InnError(f"{where}: malformed CoNLL-U line: expected {len(CONLLU_FIELDS)} tab-separated "
                                f"fields, found {len(fields)}")
             token_id = fields[0]
+            for column in ("upos", "xpos"):  # the tags scored and replaced: "NN " is no NN
+                check_tag(fields[CONLLU_FIELDS.index(column)], where, column.upper(), conllu=True)
             if _WORD_ID.fullmatch(token_id):
                 check_token_id(int(token_id), len(sentence.words) + 1, where)
                 if not fields[1]:

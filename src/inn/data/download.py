@@ -75,7 +75,11 @@ def _verify(path: Path, sha256: str, what: str, fix: str) -> None:
 
 def _in_place(path: Path, sha256: str | None) -> bool:
     """Whether ``path`` already holds the pinned file (nothing to download); a file there that
-    differs is refused rather than overwritten or used. Unpinned files are always fetched."""
+    differs, or a folder there, is refused rather than overwritten or used. Unpinned files are
+    always fetched."""
+    if path.is_dir():
+        raise InnError(f"{path} is a folder where the file {path.name} goes: move it aside (or delete it), then "
+                       "rerun the download")
     if sha256 is None or not path.exists():
         return False
     _verify(path, sha256, str(path), "delete it and rerun the download")

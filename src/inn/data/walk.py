@@ -16,7 +16,7 @@ import os
 import torch
 
 from inn.errors import InnError
-from inn.io import torch_load_problem, torch_save
+from inn.io import torch_load_data, torch_load_problem, torch_save
 
 #: How the bias direction v is drawn.
 DIRECTIONS = ("unit", "gaussian")
@@ -81,7 +81,9 @@ def load_walks(path: str | os.PathLike) -> dict:
     if not os.path.isfile(path):
         raise InnError(f"walk file not found: {path} (run the data stage first)")
     try:
-        data = torch.load(path, weights_only=True)
+        data = torch_load_data(path, "give a file written by `inn generate-walks` (train.pt, dev.pt or test.pt)")
+    except InnError:
+        raise
     except Exception as exc:  # a text file, an empty or truncated file
         raise InnError(f"cannot read walk file {path} ({torch_load_problem(path, exc)}): give a file written by "
                        "`inn generate-walks` (train.pt, dev.pt or test.pt)") from None

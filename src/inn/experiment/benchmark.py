@@ -48,7 +48,7 @@ from torch import nn
 
 from inn.device import resolve_device
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import torch_load_problem
+from inn.io import torch_load_data, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
 from inn.models import bidirectional_baselines
@@ -120,11 +120,13 @@ def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Te
     checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
     one; keys under ``prefix`` (e.g. ``"rnn."``, a trained model's layer) are taken, stripped.
     Without a prefix, the file's one implicit layer is taken wherever it sits."""
+    fix = "give a checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer"
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch_load_data(path, fix)
+    except InnError:
+        raise
     except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
-        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a checkpoint.pt of "
-                       "a trained inn or inn_lstm, or a state_dict of an implicit layer") from None
+        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): {fix}") from None
     state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
@@ -175,7 +177,7 @@ def _time_interleaved(
 def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
     """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
     iteration with analytic J V products. It is the asymptotic contraction factor of plain
-    fixed-point iteration: the number the SPEC's "trained-like" systems are described by."""
+    fixed-point iteration: the number "trained-like" systems (``--harder``) are described by."""
     from inn.solvers import solve
 
     with torch.no_grad(), warnings.catch_warnings():
@@ -571,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tol", type=positive_float, default=1e-4, help="relative residual every solve must reach")
     parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
-                             "solution has this spectral radius (SPEC: 0.84 and 0.95 seen in training)")
+                             "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)")
     parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
                                              "ImplicitLSTM's weights")
     parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (a trained model's: 'rnn.'); "
@@ -591,6 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=at_least(0), default=1)
     parser.add_argument("--jvp-only", action="store_true",
                         help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="with --checkpoint of a whole trained implicit model: per training batch (its own loss, "
+                             "fresh walks or dev windows) the forward and adjoint iterations, limit hits, F evaluations, "
+                             "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
+                             "(inn.experiment.breakdown)")
+    parser.add_argument("--batches", type=positive_int, default=5, help="--breakdown: batches per length")
+    parser.add_argument("--fallback", choices=["float64", "direct"],
+                        help="--breakdown: the model's adjoint with this backward_fallback (default: as trained, none)")
     parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
     parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
     return parser
@@ -615,6 +625,14 @@ def main(argv: list[str] | None = None) -> None:
         args.peers = list(PEERS)
     if args.fits_out and len(set(args.lengths)) < 2:
         raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
+    if args.breakdown:
+        from inn.experiment.breakdown import run_breakdown, summary_table, write_breakdown
+
+        batches = run_breakdown(args)
+        write_breakdown(args.out, batches)
+        log.info("wrote %s", args.out)
+        print(summary_table(batches))
+        return
     if args.jvp_only:
         variants = jvp_variants(args)
         write_tsv(args.out, pd.DataFrame(variants))

@@ -573,6 +573,6 @@ def concat_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn concat-tables", description=concat_main.__doc__)
     parser.add_argument("--out", required=True)
     parser.add_argument("inputs", nargs="*")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # IN --out OUT IN: inputs after the option too
     frames = [read_tsv(p) for p in args.inputs]
     write_tsv(args.out, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())

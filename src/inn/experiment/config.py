@@ -34,7 +34,8 @@ import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
-from inn.models import FEATURES, MODELS
+from inn.models import FEATURES, MODELS, ModelConfig
+from inn.solvers import SOLVERS, check_solver_options
 
 
 def _with_defaults(validator_class):
@@ -96,6 +97,32 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     except OSError as exc:
         raise InnError(f"cannot read the config schema {path}: {exc.strerror or exc} (it is installed with inn: "
                        "reinstall it)") from None
+
+
+def read_yaml(path: str | os.PathLike) -> object:
+    """The YAML (or JSON) document in the file ``path``, as the workflow reads its ``config.yaml``.
+
+    Raises:
+        InnError: the file cannot be read, is not UTF-8, or is not YAML; the last names the
+            line and column where the parser stopped (Snakemake's own message names neither
+            the file nor the line).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InnError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        context = getattr(exc, "context", None)
+        begun = getattr(exc, "context_mark", None)
+        if context and begun is not None:
+            problem += f" ({context} begun on line {begun.line + 1})"
+        fix = "indent with spaces, not tabs" if "'\\t'" in problem else "correct the file there"
+        raise InnError(f"{where}: not valid YAML: {problem}; {fix}") from None
 
 
 @functools.cache
@@ -182,12 +209,27 @@ def _import_user_modules(config: Mapping) -> None:
 
 def with_registry(schema: Mapping) -> dict:
     """``schema`` with the model lists (``models.<task>.run``) taken from the registry
-    (:data:`inn.models.MODELS`): a model registered there is a model the config may name."""
+    (:data:`inn.models.MODELS`): a model registered there is a model the config may name; and
+    likewise the solver names (``solver.name``) from :data:`inn.solvers.SOLVERS`."""
     schema = copy.deepcopy(dict(schema))
     tasks = schema["properties"]["models"]["properties"]
     for task, section in tasks.items():
         section["properties"]["run"]["items"]["enum"] = [name for name, spec in MODELS.items() if task in spec.tasks]
+    schema["properties"]["solver"]["properties"]["name"]["enum"] = list(SOLVERS)
     return schema
+
+
+def check_model_solver(model: Mapping, where: str) -> None:
+    """Check the solver and solver options of ``model`` settings (``inn train --settings``'s
+    ``model`` section) against the solver registry, as the workflow's config check does.
+
+    Raises:
+        InnError: ``<where>: model.solver_options.<key>: <problem>`` (or ``model.solver``).
+    """
+    if "solver" in model or "solver_options" in model:
+        name = model.get("solver", ModelConfig.solver)  # the layer's default solver
+        check_solver_options(name, model.get("solver_options") or {}, f"{where}: model.solver_options",
+                             name_where=f"{where}: model.solver")
 
 
 def model_sizes(config: Mapping, task: str, model: str) -> list[int | None]:
@@ -280,9 +322,13 @@ def check_config(config: Mapping) -> None:
     """What the schema cannot say, checked on a schema-valid config with its defaults.
 
     Raises:
-        InnError: a corpus key its format does not read, or a setting that names a corpus,
-            walk set or bias the run does not have (one line naming the key).
+        InnError: a solver option the solver does not take or whose value it refuses
+            (:func:`inn.solvers.check_solver_options`), a corpus key its format does not
+            read, or a setting that names a corpus, walk set or bias the run does not have
+            (one line naming the key).
     """
+    check_solver_options(config["solver"]["name"], config["solver"]["options"], "config: solver.options",
+                         name_where="config: solver.name")
     for name, corpus in config["corpora"].items():
         allowed = FORMAT_KEYS[corpus["format"]]
         for key in corpus:

@@ -47,6 +47,22 @@ def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) 
                        f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
 
 
+def _check_unchanged(data_dir: str | os.PathLike, fingerprint: str) -> None:
+    """Stop if the prepared ``data_dir`` is not as the data stage left it: its ``features.json``
+    cannot be read (damaged: a changed fingerprint would otherwise read as other data), or its
+    files no longer have the fingerprint ``prepared.json`` recorded (edited or damaged since)."""
+    from inn.data.features import FeatureExtractor
+
+    features = Path(data_dir) / "features.json"
+    if features.is_file():
+        FeatureExtractor.load(features)  # one line naming a damaged file and the fix
+    recorded = read_record(data_dir).get("fingerprint")
+    if recorded is not None and recorded != fingerprint:
+        raise InnError(f"{data_dir} changed since the data stage prepared it (fingerprint {fingerprint}, "
+                       f"{Path(data_dir) / 'prepared.json'} records {recorded}): a split or features.json was "
+                       "edited or damaged; prepare the data again")
+
+
 def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.PathLike) -> str:
     """Refuse a model trained on other data than the prepared ``data_dir``; returns the folder's
     fingerprint.
@@ -55,6 +71,8 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
     and vocabularies): a corpus re-prepared from other files, with the same tag set and the
     same vocabulary sizes, is still other data, whose word indices mean other words. A
     checkpoint written before fingerprints (format 1) cannot be checked: a warning says so.
+    A folder whose files are damaged, or changed since the data stage wrote them, is named as
+    such rather than as other data (:func:`_check_unchanged`).
     """
     fingerprint = data_fingerprint(data_dir)
     trained = (payload.get("data") or {}).get("fingerprint")
@@ -62,6 +80,7 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
         log.warning("%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
                     checkpoint, payload.get("format"), data_dir)
     elif trained != fingerprint:
+        _check_unchanged(data_dir, fingerprint)
         corpus = (payload.get("data") or {}).get("corpus") or payload.get("meta", {}).get("dataset")
         raise InnError(f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
                        f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
@@ -83,7 +102,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
     with that folder's vocabularies; a model trained on other data is refused (:func:`check_data`)."""
-    from inn.checkpoints import model_from_payload, read_checkpoint
+    from inn.checkpoints import model_from_payload, read_checkpoint, weights_digest
     from inn.device import resolve_device
 
     dev = resolve_device(device)
@@ -124,6 +143,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "data_fingerprint": fingerprint,
         "tag_column": record.get("column"),  # POS: the CoNLL-U column scored (xpos, upos); None for walks
         "model": meta.get("model"),
+        "weights_sha256": weights_digest(payload),  # the weights scored: binds the score to this model
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),
         "split": split,

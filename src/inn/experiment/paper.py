@@ -19,7 +19,7 @@ TABLE1 = {
 TABLE2_WSJ = {"gru": 96.43, "lstm": 96.47, "bigru": 97.28, "bilstm": 97.25, "inn": 97.37}
 STANFORD_WSJ = 97.33
 
-#: Reference figures for the free corpora (SPEC.md), reported rather than run by us: per corpus,
+#: Reference figures for the free corpora, published by others and reported rather than run by us: per corpus,
 #: the tag column a figure scores and the figures. A figure for XPOS says nothing of a UPOS run.
 REFERENCES = {
     "ewt": ("xpos", {"UDPipe 2 (reported, XPOS, gold tokens)": 97.1}),

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from inn.solvers import DEFAULT_MAX_ITER
+from inn.solvers import SOLVERS
 from inn.solvers._common import batch_norm, relative_residual
 
 #: peer row name -> TorchDEQ solver name (``torchdeq.solver.get_solver``)
@@ -43,8 +43,8 @@ PEER_SOLVERS = {
 IFT = "torchdeq_ift"
 PEERS = (*PEER_SOLVERS, IFT)
 #: iteration limits: our own solvers' (Broyden's is a quasi-Newton method: Anderson's limit)
-MAX_ITER = {"anderson": DEFAULT_MAX_ITER["anderson"], "broyden": DEFAULT_MAX_ITER["anderson"],
-            "fixed_point_iter": DEFAULT_MAX_ITER["fixed_point"]}
+MAX_ITER = {"anderson": SOLVERS["anderson"].max_iter, "broyden": SOLVERS["anderson"].max_iter,
+            "fixed_point_iter": SOLVERS["fixed_point"].max_iter}
 #: the note a run without TorchDEQ prints instead of the peer rows
 MISSING_NOTE = "TorchDEQ peers skipped: torchdeq is not installed (pip install -e '.[peers]')"
 

@@ -136,12 +136,15 @@ def _devices_from_logs(folder: Path) -> dict[int, str]:
 def _read_state(path: Path) -> dict[str, Any] | None:
     """A resume state (``last.pt``) or checkpoint as data, or None with a warning when it
     cannot be read."""
-    import torch
+    from inn.io import torch_load_data, torch_load_problem
 
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        saved = torch_load_data(path, "listed from its history alone")
+    except InnError as exc:  # it would run code to load: never loaded, said as it is
+        log.warning("%s", exc)
+        return None
     except Exception as exc:  # noqa: BLE001 - any unreadable state is reported, not fatal for the list
-        log.warning("%s cannot be read (%s): listed from its history alone", path, str(exc).splitlines()[0][:200])
+        log.warning("%s cannot be read (%s): listed from its history alone", path, torch_load_problem(path, exc))
         return None
     return saved if isinstance(saved, dict) else None
 
@@ -279,8 +282,6 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     """
     import shutil
 
-    import torch
-
     from inn.io import torch_save
 
     written = []
@@ -294,7 +295,10 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
             target.mkdir(parents=True, exist_ok=True)
             torch_save({k: v for k, v in state.items() if k not in WARM_KEYS}, target / "last.pt")
             if (last.parent / "best.pt").is_file():
-                best = torch.load(last.parent / "best.pt", map_location="cpu", weights_only=True)
+                best = _read_state(last.parent / "best.pt")
+                if best is None:
+                    raise InnError(f"{last.parent / 'best.pt'} cannot be read as a state; nothing of it is kept in "
+                                   f"{dest}")
                 torch_save(best, target / "best.pt")
             for name in ("history.tsv",):
                 if (last.parent / name).is_file():

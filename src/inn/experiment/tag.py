@@ -64,11 +64,14 @@ def tag_main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--batch-size", type=positive_int, default=20,
                         help="sentences per batch (20, evaluation's, gives its exact tags)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # MODEL --accuracy FILE: files after options too
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.metrics and not args.accuracy:
         parser.error("--metrics needs --accuracy")
+    for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
+        if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
+            raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
 
     from inn.tagger import Tagger
 
@@ -129,7 +132,7 @@ def tag_main(argv: list[str]) -> None:
 
 def export_main(argv: list[str]) -> None:
     """``inn export-tagger``: a self-contained tagger file from a POS checkpoint."""
-    from inn.checkpoints import read_checkpoint, save_payload, self_contained, with_test_scores
+    from inn.checkpoints import check_scores_bound, read_checkpoint, save_payload, self_contained, with_test_scores
 
     parser = argparse.ArgumentParser(
         prog="inn export-tagger",
@@ -157,6 +160,7 @@ def export_main(argv: list[str]) -> None:
             if metrics.get(key) is not None and meta.get(key) is not None and str(metrics[key]) != str(meta[key]):
                 raise InnError(f"{args.metrics} scores {key} {metrics[key]}, but {args.checkpoint} is {key} "
                                f"{meta[key]}: give this model's metrics.json")
+        check_scores_bound(payload, metrics, args.checkpoint, args.metrics)
         if metrics.get("split", "test") != "test" or metrics.get("max_sequences"):
             raise InnError(f"{args.metrics} scores the {metrics.get('split')} split, or part of it: a tagger "
                            "file's test score comes from inn evaluate on the whole test split")
@@ -188,7 +192,7 @@ def benchmark_main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--batch-size", type=positive_int, default=20, help="sentences per batch (as inn tag)")
     parser.add_argument("--out", required=True, help="TSV: one row per tagger")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # MODEL --text FILE MODEL: models after options too
     if args.threads:
         torch.set_num_threads(args.threads)
     pairs, forms = _read_inputs([args.text], args.input)

@@ -11,15 +11,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import os
+import re
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
 
-from inn.errors import at_least, positive_int
+from inn.errors import InnError, at_least, positive_int
 from inn.experiment import paper
 from inn.tables import read_tsv, write_tsv
 
@@ -156,6 +159,33 @@ def _walk_inputs(model, b: float, batch_size: int, device: torch.device, seed: i
     return make
 
 
+def walk_bias(data: str | os.PathLike) -> float:
+    """The bias b of a prepared walks folder, as its generator recorded it (``prepared.json``,
+    else the walk files' own settings), whatever the folder is named; only walks that record
+    neither fall back on the workflow's folder name, ``b<number>``.
+
+    Raises:
+        InnError: neither records b (naming the folder and the fix).
+    """
+    from inn.data.fingerprint import read_record
+    from inn.data.walk import load_walks
+
+    b = read_record(data).get("b")
+    for split in ("dev", "train", "test"):
+        if b is not None:
+            break
+        path = Path(data) / f"{split}.pt"
+        if path.is_file():
+            b = load_walks(path).get("b")
+    named = re.fullmatch(r"b(\d+(?:\.\d*)?)", Path(data).name)
+    if b is None and named:
+        b = float(named.group(1))
+    if isinstance(b, bool) or not isinstance(b, (int, float)):
+        raise InnError(f"{data} records no walk bias b (no prepared.json or walk files that say it): give the "
+                       "folder `inn generate-walks` wrote, or generate the walks again")
+    return float(b)
+
+
 def realistic_inputs(model, meta: dict, data: str, batch_size: int, device: torch.device, seed: int = 0):
     """``n -> (xi, mask)`` for a trained model: POS models see windows of real dev tokens
     from the prepared corpus folder ``data`` (so the implicit layer solves the systems its
@@ -163,7 +193,7 @@ def realistic_inputs(model, meta: dict, data: str, batch_size: int, device: torc
     if model.config.task == "pos":
         make = _pos_inputs(model, data, batch_size, device, seed)
     else:
-        make = _walk_inputs(model, float(meta["dataset"].removeprefix("b")), batch_size, device, seed)
+        make = _walk_inputs(model, walk_bias(data), batch_size, device, seed)
 
     def detached(n: int) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
@@ -218,7 +248,7 @@ def fit_timing_main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="fits (TSV)")
     parser.add_argument("--measurements", required=True, help="all measurements stacked (TSV)")
     parser.add_argument("inputs", nargs="*", help="per-model measurement TSVs")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # IN --out OUT IN: inputs after the options too
     frames = [read_tsv(p) for p in args.inputs]
     measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["task", "dataset", "model", "n", "seconds"])

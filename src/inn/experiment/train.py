@@ -30,6 +30,7 @@ save left there.
 from __future__ import annotations
 
 import argparse
+import bisect
 import functools
 import inspect
 import itertools
@@ -53,9 +54,10 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
-from inn.experiment.config import check_settings, training_defaults
+from inn.experiment.config import check_model_solver, check_settings, training_defaults
 from inn.experiment.runs import device_label, resumed_commit_note, source_commit
-from inn.io import locked_folder, refuse_folders_at, remove_stale_temps, torch_save
+from inn.io import (locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data, torch_load_problem,
+                    torch_save)
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.data.features import UNK
 from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
@@ -246,6 +248,22 @@ class SolverTally:
         self.backward_nonconverged = 0
         self.backward = 0.0
         self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
+        # per-sequence iterations of the forward and adjoint solves, binned (HISTOGRAM_EDGES)
+        self.histogram = {"newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
+                          "backward": [0] * (len(self.HISTOGRAM_EDGES) + 1)}
+        self.limit = {"newton": 0, "backward": 0}  # sequences stopped at the iteration limit
+
+    #: upper edges of the iteration histogram's bins: <= 10, 11-20, 21-40, 41-80, 81-160, > 160
+    HISTOGRAM_EDGES = (10, 20, 40, 80, 160)
+
+    def _count(self, kind: str, stats) -> None:
+        """Bin one solve's per-sequence iterations and count its sequences at the limit."""
+        from inn.solvers import ResultCode
+
+        its = (stats.newton_iterations + stats.krylov_iterations).tolist()
+        for value in its:
+            self.histogram[kind][bisect.bisect_left(self.HISTOGRAM_EDGES, value)] += 1
+        self.limit[kind] += int((stats.code == int(ResultCode.MAX_ITERATIONS)).sum())
 
     def add(self, layer) -> None:
         stats = getattr(layer, "last_stats", None)
@@ -256,9 +274,11 @@ class SolverTally:
         self.krylov += float(stats.krylov_iterations.float().mean())
         self.residual = max(self.residual, float(stats.residual.max()))
         self.nonconverged += stats.num_failed
+        self._count("newton", stats)
         back = getattr(layer, "last_backward_stats", None)
         if back is not None:
             self.backward_nonconverged += back.num_failed
+            self._count("backward", back)
             self.backward += float((back.newton_iterations + back.krylov_iterations).float().mean())
             layer.last_backward_stats = None
 
@@ -267,6 +287,10 @@ class SolverTally:
         return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
                 "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
                 "backward_iters": self.backward / n,
+                # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
+                "newton_hist": "/".join(map(str, self.histogram["newton"])), "newton_limit": self.limit["newton"],
+                "backward_hist": "/".join(map(str, self.histogram["backward"])),
+                "backward_limit": self.limit["backward"],
                 **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
 
 
@@ -375,24 +399,30 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     ``last.pt`` is a resume aid, not a result: one that cannot be resumed from (unreadable,
     empty, not an inn resume state, e.g. a ``checkpoint.pt`` copied over it) is set aside
     as ``last.pt.damaged-<time>``, kept for inspection, with one warning, and training starts
-    afresh. A sound one written by another configuration stops the run (:func:`_check_resumable`).
+    afresh. A sound one written by another configuration stops the run (:func:`_check_resumable`),
+    and so does one that would run code to load: it is read as data only
+    (``weights_only=True``) and never set aside as if it were merely damaged.
     """
     if not path.is_file():
         return None
     saved, problem = None, None
     try:
-        saved = torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # empty, truncated or foreign: torch's first sentence says what
-        words = str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__]
-        problem = "the file is empty" if path.stat().st_size == 0 else f"unreadable: {words[0]}"
+        saved = torch_load_data(path, "it is not a resume state inn wrote: remove it, then rerun to train afresh",
+                                device)
+    except InnError:
+        raise
+    except Exception as exc:  # empty, truncated or foreign
+        problem = torch_load_problem(path, exc)
     if problem is None:
         if not isinstance(saved, dict) or saved.get("format") not in READABLE_FORMATS or "settings" not in saved:
             problem = f"not a resume state of this inn (format {' or '.join(map(str, READABLE_FORMATS))})"
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
     if problem is None:
-        _check_resumable(path, saved, settings)
+        # the data first: data prepared again also changes the settings it decides (vocabulary
+        # sizes, tag count), and "a different configuration" would name the wrong cause
         _check_same_data(path, saved, fingerprint)
+        _check_resumable(path, saved, settings)
         if note := resumed_commit_note(path, saved):
             log.warning(note)
         return saved
@@ -400,6 +430,23 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     os.replace(path, aside)
     log.warning("cannot resume from %s (%s): set aside as %s, training starts afresh", path, problem, aside.name)
     return None
+
+
+def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
+    """The best epoch's state (``best.pt``) that a finished run turns into ``checkpoint.pt``,
+    read as data only. One that cannot be read stops the run with one line: the best epoch's
+    weights are lost, so the run must be trained afresh."""
+    fix = f"remove {last_path} and {best_path}, then rerun to train {out_dir} afresh"
+    try:
+        best = torch_load_data(best_path, f"it is not a state inn wrote: {fix}")
+    except InnError:
+        raise
+    except Exception as exc:  # empty, truncated or foreign
+        raise InnError(f"cannot finish {out_dir}: {best_path} is damaged ({torch_load_problem(best_path, exc)}); "
+                       f"{fix}") from None
+    if not isinstance(best, dict) or not isinstance(best.get("meta"), dict) or "state_dict" not in best:
+        raise InnError(f"cannot finish {out_dir}: {best_path} is not a model state of this inn; {fix}")
+    return best
 
 
 def _holding_out_dir(function):
@@ -578,7 +625,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         raise InnError(f"{best_path} is missing after {state['epoch']} epoch(s): cannot finish {out_dir}; "
                        f"move {last_path} aside to train afresh")
     write_tsv(out_dir / "history.tsv", history)
-    best = torch.load(best_path, map_location="cpu", weights_only=False)
+    best = _best_state(best_path, last_path, out_dir)
     # The settings the run finished under: a resume may have changed its schedule (patience,
     # max_epochs), and best.pt holds the ones of the epoch it was written in.
     best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"], commit=source_commit(),
@@ -728,6 +775,7 @@ def _json_settings(text: str, where: str) -> dict:
     except json.JSONDecodeError as exc:
         raise InnError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     check_settings(settings, "$defs/run_settings", where=where)
+    check_model_solver(settings.get("model", {}), where)  # the solver registry's keys, types and ranges
     return settings
 
 

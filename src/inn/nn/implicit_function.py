@@ -29,6 +29,14 @@ CUDA graphs (``backward_cuda_graph``: True, False or ``"auto"``; default the for
 ``cuda_graph``): the ``"anderson"`` adjoint's solve in captured segments of steps, one host
 sync per segment (:mod:`inn.solvers.cuda_graph`).
 
+Float64 fallback (``backward_fallback``, off by default): on trained weights a few sequences
+have an ill-conditioned adjoint system (on the b = 0.5 walks INN sigma_min(I - J) ~ 3e-6 and
+||u|| ~ 2e4 ||dL/dH||), where float32 J^T products are too coarse for the relative residual
+1e-4 and the float32 solve stagnates to its limit. With ``"float64"`` (Anderson) or
+``"direct"`` (the block-tridiagonal solve) the sequences still above tol after
+``backward_fallback_after`` float32 iterations (40) are solved again in float64, on the
+system's float64 copy at the same solution; their residual is then that system's.
+
 Adjoint warm start: a tensor set as ``layer.adjoint_start`` between the forward and the
 backward (the trainer's: the same sentences' adjoints from the previous epoch) is the exact
 adjoint solvers' starting point, used once; every backward leaves its u in
@@ -43,12 +51,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from inn import solvers
 from inn.errors import InnError
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
 
-#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``)
-BACKWARD_OPTIONS = ("backward_solver", "backward_tol", "backward_max_iter", "backward_low_precision",
-                    "backward_cuda_graph", "backward_steps", "backward_damping")
+#: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``), by name: their
+#: records, with types and ranges, are :data:`inn.solvers.BACKWARD_OPTIONS`
+BACKWARD_OPTIONS = tuple(option.name for option in solvers.BACKWARD_OPTIONS)
+#: ``backward_fallback`` values: how the sequences a float32 adjoint leaves above tol are solved again
+FALLBACKS = (None, "float64", "direct")
 
 
 def check_backward_options(options: dict[str, Any]) -> None:
@@ -67,6 +78,14 @@ def check_backward_options(options: dict[str, Any]) -> None:
     steps = options.get("backward_steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InnError(f"backward_steps must be a positive integer, not {steps!r}")
+    fallback = options.get("backward_fallback")
+    if fallback not in FALLBACKS:
+        raise InnError(f"backward_fallback must be one of {', '.join(map(str, FALLBACKS))}, not {fallback!r}")
+    if fallback is not None and method not in ADJOINT_SOLVERS:
+        raise InnError(f"backward_fallback needs an exact adjoint; backward solver {method!r} is approximate")
+    after = options.get("backward_fallback_after", 40)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 1:
+        raise InnError(f"backward_fallback_after must be a positive integer, not {after!r}")
     damping = options.get("backward_damping", 1.0)
     if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0 < damping <= 1:
         raise InnError(f"backward_damping must be a number in (0, 1], not {damping!r}")
@@ -76,16 +95,19 @@ class ImplicitBackward(torch.autograd.Function):
     """Identity forward; backward solves (I - J^T) u = grad at the stored solution."""
 
     @staticmethod
-    def forward(ctx: Any, FH: Tensor, layer: Any, lin: Any) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, FH: Tensor, layer: Any, lin: Any, H: Tensor | None = None) -> Tensor:  # type: ignore[override]
         ctx.layer = layer
         ctx.lin = lin  # dF/dH at the solution
+        ctx.H = H  # the solution (detached): the float64 fallback linearises its system there again
         return FH.clone()
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
         layer = ctx.layer
         opts = dict(layer.backward_options)
         method = opts.pop("backward_solver", "anderson")
+        fallback = opts.pop("backward_fallback", None)
+        fallback_after = opts.pop("backward_fallback_after", 40)
         tol = opts.pop("backward_tol", None)
         if tol is None:
             tol = float(layer.options.get("tol", 1e-4))
@@ -108,7 +130,10 @@ class ImplicitBackward(torch.autograd.Function):
                 start = getattr(layer, "adjoint_start", None)
                 if start is not None and start.shape == g.shape:
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf
-                u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=max_iter, **extra)
+                first_max = min(max_iter, fallback_after) if fallback and g.dtype != torch.float64 else max_iter
+                u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=first_max, **extra)
+                if fallback and g.dtype != torch.float64 and stats.num_failed and ctx.H is not None:
+                    u, stats = float64_fallback(lin, ctx.H, g, u, stats, fallback, tol, max_iter)
         layer.adjoint_start = None  # one backward's start
         layer.last_adjoint = u
         layer.last_backward_stats = stats
@@ -120,7 +145,40 @@ class ImplicitBackward(torch.autograd.Function):
             if layer.options.get("strict", False):
                 raise InnError(message)
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return u, None, None
+        return u, None, None, None
+
+
+def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how: str, tol: float,
+                     max_iter: int) -> tuple[Tensor, Any]:
+    """Solve again in float64 the adjoints of the sequences ``stats`` says missed tol: the
+    system's float64 copy linearised at the same solution H, by Anderson from the float32 u
+    (``how="float64"``) or by the block-tridiagonal solve (``"direct"``). Returns u with
+    those rows replaced and the stats with their iterations added (a direct solve counts one),
+    their residuals and codes the float64 solve's, ``extra["fallback"]`` how many were solved
+    again. A cell without the ``transition`` hook has no float64 copy: nothing changes."""
+    import dataclasses
+
+    rows = (~stats.converged).nonzero().flatten().to(g.device)
+    system = lin.system.select(rows).in_precision(torch.float64)
+    if system is None:
+        return u, stats
+    lin64 = system.linearize(H[rows].to(torch.float64))
+    g64 = g[rows].to(torch.float64)
+    if how == "direct":
+        u64, st = ADJOINT_SOLVERS["direct"](lin64, g64, tol=tol, max_iter=1)
+    else:
+        u64, st = ADJOINT_SOLVERS["anderson"](lin64, g64, tol=tol, max_iter=max_iter, u0=u[rows].to(torch.float64))
+    u = u.clone()
+    u[rows] = u64.to(u.dtype)
+    cpu = rows.cpu()
+    iterations, residual, code = stats.newton_iterations.clone(), stats.residual.clone(), stats.code.clone()
+    iterations[cpu] += st.newton_iterations + st.krylov_iterations
+    residual[cpu] = st.residual.to(residual.dtype)
+    code[cpu] = st.code
+    return u, dataclasses.replace(stats, newton_iterations=iterations, residual=residual, code=code,
+                                  converged=code == 0, function_evals=stats.function_evals + st.function_evals,
+                                  jacobian_products=stats.jacobian_products + st.jacobian_products,
+                                  extra={**stats.extra, "fallback": int(rows.numel())})
 
 
 def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: Any, X: Tensor | None = None) -> Tensor:
@@ -130,7 +188,7 @@ def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: A
     evaluation of F at H* serves both autograd and the adjoint's linearisation."""
     H = H.detach()
     FH, lin = layer.linearized_transition(xi, H, mask, X, system)
-    return ImplicitBackward.apply(FH, layer, lin)
+    return ImplicitBackward.apply(FH, layer, lin, H)
 
 
 def jacobian_frobenius(F: Any, H: Tensor, mask: Tensor, samples: int = 1) -> Tensor:

@@ -24,7 +24,8 @@ autograd at the solution and wraps it in the implicit-differentiation function
 through F.
 
 The switch is computed as s = sigmoid(log sigmoid(a_p) - log sigmoid(a_n)), which equals
-s_p / (s_p + s_n) but never forms 0/0 when both sigmoids underflow (SPEC, measured facts).
+s_p / (s_p + s_n) but never forms 0/0 when both sigmoids underflow (in float32 a sigmoid
+underflows to zero for pre-activations below about -89).
 
 Padding: sequences are left-aligned and ``mask`` is True on real tokens. The state after a
 sequence's last real token is h_e, padded outputs are zero, so a sequence's states do not

@@ -436,6 +436,15 @@ class ImplicitSystem(BatchTensors):
         weights = tuple(w.to(torch.bfloat16) for w in self.weights)
         return type(self)(self.cell, self.X, self.mask, weights, self.h_start, self.h_end)
 
+    def in_precision(self, dtype: torch.dtype) -> "ImplicitSystem | None":
+        """The same equations with input terms, weights and boundaries in ``dtype`` (the
+        adjoint's float64 fallback); None for a cell without the ``transition`` hook, whose own
+        parameters would stay in theirs."""
+        if not hasattr(self.cell, "transition"):
+            return None
+        return type(self)(self.cell, self.X.to(dtype), self.mask, tuple(w.to(dtype) for w in self.weights),
+                          self.h_start.to(dtype), self.h_end.to(dtype))
+
     def repeat(self, times: int) -> "ImplicitSystem":
         """The same systems stacked ``times`` times along B (several starting candidates)."""
         if times == 1:
@@ -536,8 +545,8 @@ class ImplicitSequence(nn.Module):
         state_size: K, the width of the state.
         solver: a name in :data:`inn.solvers.SOLVERS`: ``"anderson"`` (default, the workflow's:
             the fastest measured, 2-3x the paper's method), ``"newton_krylov"`` (the paper's
-            Newton-BiCGSTAB), ``"newton_direct"``, ``"fixed_point"``. All reach the same
-            states to ``tol``.
+            Newton-BiCGSTAB), ``"newton_direct"``, ``"fixed_point"``, or one added by
+            :func:`inn.solvers.register_solver`. All reach the same states to ``tol``.
         trainable_boundary: learn the boundary states h_s and h_e (zero and fixed otherwise,
             as in the paper).
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
@@ -565,10 +574,9 @@ class ImplicitSequence(nn.Module):
                  trainable_boundary: bool = False, **options: Any) -> None:
         super().__init__()
         from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
-        from inn.solvers import SOLVERS, check_options
+        from inn.solvers import check_options, check_solver_options, solver_spec
 
-        if solver not in SOLVERS:
-            raise InnError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+        solver_spec(solver)  # an unknown name: one line listing the known ones
         self.cell = cell
         self.state_size = state_size
         self.output_size = getattr(cell, "output_size", state_size)
@@ -577,6 +585,7 @@ class ImplicitSequence(nn.Module):
         self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
         check_backward_options(self.backward_options)
         check_options(solver, options)
+        check_solver_options(solver, self.backward_options)  # their types and ranges (inn.solvers.BACKWARD_OPTIONS)
         self.options = options
         self.last_stats = None
         self.last_backward_stats = None

@@ -1,10 +1,14 @@
 """Solvers for the implicit layer's equations H = F(H), forward and adjoint.
 
 One entry point, :func:`solve`, validates the options once, builds the starting candidates
-and dispatches by name through the :data:`SOLVERS` registry (one solver per file). Every
-solver returns per-sequence iteration counts, residuals and :class:`ResultCode` values,
-collected in a :class:`SolverStats` record. :data:`ADJOINT_SOLVERS` solve the transposed
-linear system of the implicit backward pass (:mod:`inn.nn.implicit_function`).
+and dispatches by name through the registry :data:`SOLVERS`: one :class:`SolverSpec` per
+solver (one solver per file), each option a :class:`SolverOption` with its type, range and
+default. :func:`register_solver` adds a solver; :func:`check_solver_options` is the one check
+of a solver's name and options, wherever they enter (the layer, ``solve``, the workflow's
+config, ``inn train --settings``). Every solver returns per-sequence iteration counts,
+residuals and :class:`ResultCode` values, collected in a :class:`SolverStats` record.
+:data:`ADJOINT_SOLVERS` solve the transposed linear system of the implicit backward pass
+(:mod:`inn.nn.implicit_function`), whose options are :data:`BACKWARD_OPTIONS`.
 
 Solvers:
 
@@ -17,8 +21,9 @@ Solvers:
 from __future__ import annotations
 
 import logging
+import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -38,66 +43,207 @@ from inn.solvers._common import (
     batch_norm,
     bcast,
 )
+from inn.solvers._registry import SolverOption, SolverSpec, did_you_mean
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
 from inn.solvers.tridiagonal import Tridiagonal
 
 log = logging.getLogger(__name__)
 
-#: name -> solver function ``(system, H0, groups, counter, *, tol, max_iter, **options)``
-SOLVERS = {
-    "newton_krylov": _newton_krylov.newton_krylov,
-    "newton_direct": _newton_direct.newton_direct,
-    "anderson": _anderson.anderson,
-    "fixed_point": _anderson.fixed_point,
-}
+# --------------------------------------------------------------------------- the registry
+# One record per solver (:class:`SolverSpec`), each option with its type, range and default
+# (:class:`SolverOption`): what ``solve`` dispatches on, what the layer, the workflow's config
+# and ``inn train --settings`` check options against (:func:`check_solver_options`), and what
+# docs/implicit-layer.md's options table is written from (:func:`options_table`).
 
-#: each solver's own options and their defaults
-SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
-    "newton_krylov": _newton_krylov.OPTIONS,
-    "newton_direct": _newton_direct.OPTIONS,
-    "anderson": _anderson.OPTIONS,
-    "fixed_point": _anderson.FIXED_POINT_OPTIONS,
-}
+#: options :func:`solve` itself takes, for every solver (defaults: ``solve``'s own)
+COMMON_OPTIONS = (
+    SolverOption("tol", 1e-4, "relative residual ||H - F(H)|| / ||H|| every sequence must reach",
+                 type="number", exclusive_minimum=0),
+    SolverOption("max_iter", None, "outer-iteration limit (null: the solver's own)", type="integer", minimum=1,
+                 nullable=True),
+    SolverOption("candidates", None, "starting points in order (null: the solver's own)", type="array",
+                 choices=("zeros", "F0", "one_step", "random"), nullable=True),
+    SolverOption("candidate_mode", "fallback", "fallback: a later candidate only where the earlier failed; "
+                 "parallel: all at once (the paper's)", choices=("fallback", "parallel")),
+    SolverOption("seed", 0, "seeds the random candidate", type="integer"),
+    SolverOption("strict", False, "a solve that misses tol raises instead of warning", type="boolean"),
+)
 
-#: default outer-iteration limits
-DEFAULT_MAX_ITER = {"newton_krylov": 40, "newton_direct": 20, "anderson": 200, "fixed_point": 500}
+_DIVERGENCE = SolverOption("divergence_factor", 1e4, "a residual this many times its first one counts as diverged",
+                           type="number", exclusive_minimum=1)
+_LINE_SEARCH = SolverOption("line_search", True, "per-sequence backtracking on ||G|| (the paper: full steps)",
+                            type="boolean")
+_BACKTRACKS = SolverOption("max_backtracks", 6, "halvings of a Newton step per line search", type="integer",
+                           minimum=0)
+_BETA = SolverOption("beta", 1.0, "damping of each step (1: none)", type="number", exclusive_minimum=0, maximum=1)
+_SWEEPS = ("tridiagonal", "red_black", "jacobi")  # inn.solvers.anderson.SWEEPS
 
-#: default starting candidates (in order; later ones only for sequences that failed): Newton
-#: wants a point near the solution, F(0) is one evaluation away; Anderson's first sweep from
-#: zero is as good as the paper's one-step guess (which costs two sequential GRU sweeps)
-DEFAULT_CANDIDATES = {
-    "newton_krylov": ("F0", "one_step", "random"),
-    "newton_direct": ("F0", "one_step", "random"),
-    "anderson": ("zeros", "one_step", "random"),
-    "fixed_point": ("zeros", "one_step", "random"),
-}
 
-#: options :func:`solve` itself takes (besides each solver's own)
-COMMON_OPTIONS = ("tol", "max_iter", "candidates", "candidate_mode", "seed", "strict")
+def _sweep(default: str) -> SolverOption:
+    return SolverOption("sweep", default, "the map iterated: tridiagonal-preconditioned step, red-black "
+                        "Gauss-Seidel or plain F", choices=_SWEEPS)
+
+
+#: every solver :func:`solve` knows, by name (:func:`register_solver` adds one)
+SOLVERS: dict[str, SolverSpec] = {}
+
+
+def register_solver(spec: SolverSpec) -> SolverSpec:
+    """Add a forward solver to the registry, so that ``solve``, the layers, the workflow's
+    config (``solver.name``) and ``inn train --settings`` accept its name and check its options.
+
+    Raises:
+        InnError: a name already registered, not a lower-case identifier, or an option named
+            as one of :data:`COMMON_OPTIONS` or ``backward_*`` (:data:`BACKWARD_OPTIONS`).
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", spec.name):
+        raise InnError(f"solver name {spec.name!r}: use lower-case letters, digits and _ (it is a config value)")
+    if spec.name in SOLVERS:
+        raise InnError(f"a solver named {spec.name!r} is registered already; give yours another name")
+    common = {o.name for o in COMMON_OPTIONS}
+    shared = sorted(o.name for o in spec.options if o.name in common or o.name.startswith("backward_"))
+    if shared:
+        raise InnError(f"solver {spec.name!r}: option(s) {', '.join(shared)} belong to every solver (solve's own, "
+                       "or backward_*, the implicit backward's); rename them")
+    SOLVERS[spec.name] = spec
+    return spec
+
+
+for _spec in (
+    SolverSpec("newton_krylov", _newton_krylov.newton_krylov, (
+        SolverOption("krylov_max_iter", 40, "BiCGSTAB iterations per Newton step (the paper: 40)", type="integer",
+                     minimum=1),
+        SolverOption("forcing", "adaptive", "BiCGSTAB's relative tolerance: adaptive (Eisenstat-Walker) or fixed",
+                     type="number", choices=("adaptive",), exclusive_minimum=0, exclusive_maximum=1),
+        _LINE_SEARCH, _BACKTRACKS,
+        SolverOption("global_dots", False, "one set of BiCGSTAB scalars for the whole batch (the paper's)",
+                     type="boolean"),
+        _DIVERGENCE,
+    ), max_iter=40, candidates=("F0", "one_step", "random"),
+        doc="the paper's Newton-BiCGSTAB (inn.solvers.newton_krylov)"),
+    SolverSpec("newton_direct", _newton_direct.newton_direct, (_LINE_SEARCH, _BACKTRACKS, _DIVERGENCE),
+               max_iter=20, candidates=("F0", "one_step", "random"),
+               doc="Newton with exact block-tridiagonal solves (inn.solvers.newton_direct)"),
+    # Anderson's first sweep from zero is as good as the paper's one-step guess (which costs two
+    # sequential GRU sweeps); Newton wants a point near the solution, F(0) is one evaluation away
+    SolverSpec("anderson", _anderson.anderson, (
+        SolverOption("memory", 5, "iterates Anderson extrapolates from (fixed_point: none)", type="integer",
+                     minimum=1),
+        _BETA,
+        SolverOption("regularization", 1e-8, "Tikhonov term of the least-squares weights", type="number", minimum=0),
+        _sweep("tridiagonal"), _DIVERGENCE,
+        SolverOption("low_precision", "auto", "first steps with bfloat16 products (auto: float32 on a CPU with "
+                     "native bfloat16)", type="boolean", choices=("auto",)),
+        SolverOption("low_precision_tol", 3e-3, "where the bfloat16 steps hand over to float32", type="number",
+                     exclusive_minimum=0),
+        SolverOption("cuda_graph", False, "the solve in captured CUDA graphs (auto: on CUDA devices)", type="boolean",
+                     choices=("auto",), resumable=True),
+        SolverOption("cuda_graph_steps", _graphs.DEFAULT_STEPS, "steps per captured chunk", type="integer",
+                     minimum=1, resumable=True),
+    ), max_iter=200, candidates=("zeros", "one_step", "random"),
+        doc="Anderson-accelerated fixed-point iteration (inn.solvers.anderson)"),
+    SolverSpec("fixed_point", _anderson.fixed_point, (_BETA, _sweep("jacobi"), _DIVERGENCE),
+               max_iter=500, candidates=("zeros", "one_step", "random"),
+               doc="plain (damped) iteration H <- F(H), Anderson's degenerate case"),
+):
+    register_solver(_spec)
+
+
+def solver_spec(name: str, where: str = "") -> SolverSpec:
+    """The registry's record of solver ``name``.
+
+    Raises:
+        InnError: an unknown name, as one line ``[<where>: ]unknown solver ...`` listing the
+            known ones.
+    """
+    spec = SOLVERS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        prefix = f"{where}: " if where else ""
+        raise InnError(f"{prefix}unknown solver {name!r}{did_you_mean(name, list(SOLVERS))}; choose one of "
+                       f"{', '.join(SOLVERS)}")
+    return spec
+
+
+def check_solver_options(name: str, options: Mapping[str, Any], where: str = "", *, name_where: str | None = None,
+                         backward: bool = True) -> None:
+    """Check solver ``name`` and ``options`` against the registry: every key one of the
+    solver's options, :data:`COMMON_OPTIONS` or (``backward``) :data:`BACKWARD_OPTIONS`, and
+    every value of its option's type and in its range.
+
+    Args:
+        where: the dotted path of ``options`` in what they came from, e.g.
+            ``"config: solver.options"``: a line then names ``<where>.<key>``.
+        name_where: the path of the name, e.g. ``"config: solver.name"`` (default: none).
+        backward: also accept the implicit backward's options (the layer's ``**options``);
+            False for :func:`solve`'s own.
+
+    Raises:
+        InnError: the first unknown name, unknown key (with the closest known one), wrong type
+            or value out of range, as one line.
+    """
+    spec = solver_spec(name, name_where or "")
+    known = {o.name: o for o in (*COMMON_OPTIONS, *spec.options, *(BACKWARD_OPTIONS if backward else ()))}
+    for key, value in options.items():
+        option = known.get(key)
+        if option is None:
+            hint = did_you_mean(key, list(known))
+            takes = ", ".join(sorted(known))
+            if where:
+                raise InnError(f"{where}.{key}: not an option of solver {name!r}{hint}; it takes {takes}")
+            raise InnError(f"solver {name!r} has no option {key!r}{hint}; it takes {takes}")
+        problem = option.problem(value, f"{where}.{key}" if where else f"solver {name!r} option {key}")
+        if problem:
+            raise InnError(problem)
+
+
+def check_options(method: str, options: dict[str, Any]) -> None:
+    """Raise :class:`InnError` for an unknown solver, or an option of :func:`solve` it does
+    not take or whose value it refuses (:func:`check_solver_options`, the backward's left out)."""
+    solver_spec(method)
+    if "cuda_graph" in options:  # the CUDA-graph options' own lines first (inn.solvers.cuda_graph)
+        _graphs.check(options["cuda_graph"])
+    if "cuda_graph_steps" in options:
+        _graphs.check_steps(options["cuda_graph_steps"])
+    check_solver_options(method, options, backward=False)
+
+
+def resumable_options() -> set[str]:
+    """The option names that may change between an interrupted training and its resumption
+    (:attr:`SolverOption.resumable`: how a solve runs, not what it computes)."""
+    specs = (*COMMON_OPTIONS, *BACKWARD_OPTIONS, *(o for spec in SOLVERS.values() for o in spec.options))
+    return {o.name for o in specs if o.resumable}
+
+
+def options_table() -> str:
+    """The options of every registered solver as a Markdown table (docs/implicit-layer.md's)."""
+    rows = ["| solver | option | default | takes | what |", "|---|---|---|---|---|"]
+    groups = [("all", COMMON_OPTIONS), *((spec.name, spec.options) for spec in SOLVERS.values()),
+              ("backward", BACKWARD_OPTIONS)]
+    for group, options in groups:
+        for o in options:
+            cells = (group, f"`{o.name}`", f"`{_yaml(o.default)}`", o.describe(), o.doc)
+            rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)
+
+
+def _yaml(value: Any) -> str:
+    """A default as a config spells it: true, null, 1e-4, tridiagonal."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m[1].replace('+', '')}{m[2]}", f"{value:g}")
+    return str(value)
+
 
 #: the paper's Newton-Krylov, as an options dict for ``ImplicitGRU(..., **PAPER_OPTIONS)``
 PAPER_OPTIONS = dict(_newton_krylov.PAPER_OPTIONS)
 
 __all__ = [
-    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS",
-    "ResultCode", "SOLVERS", "SolverStats", "bicgstab", "check_options", "solve",
+    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "BACKWARD_OPTIONS", "COMMON_OPTIONS", "ConvergenceWarning",
+    "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS", "ResultCode", "SOLVERS", "SolverOption", "SolverSpec",
+    "SolverStats", "bicgstab", "check_options", "check_solver_options", "register_solver", "solve", "solver_spec",
 ]
-
-
-def check_options(method: str, options: dict[str, Any]) -> None:
-    """Raise :class:`InnError` naming any option ``method`` does not know, or a CUDA-graph
-    option's value that is out of range (:mod:`inn.solvers.cuda_graph`)."""
-    if method not in SOLVERS:
-        raise InnError(f"unknown solver {method!r}; choose one of {', '.join(SOLVERS)}")
-    allowed = set(COMMON_OPTIONS) | set(SOLVER_OPTIONS[method])
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise InnError(f"solver {method!r} has no option(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
-    if "cuda_graph" in options:
-        _graphs.check(options["cuda_graph"])
-    if "cuda_graph_steps" in options:
-        _graphs.check_steps(options["cuda_graph_steps"])
 
 
 def solve(
@@ -122,10 +268,10 @@ def solve(
             builds one per batch).
         method: a name in :data:`SOLVERS`.
         tol: relative residual ||H - F(H)|| / ||H|| to reach, per sequence.
-        max_iter: outer iteration limit (default per method, :data:`DEFAULT_MAX_ITER`).
+        max_iter: outer iteration limit (default per method, :attr:`SolverSpec.max_iter`).
         candidates: starting points, in order: ``"one_step"`` (the paper's guess from a
             forward and a backward sweep of the one-directional cell), ``"random"``, ``"zeros"``, ``"F0"`` (F(0));
-            default per method, :data:`DEFAULT_CANDIDATES`.
+            default per method, :attr:`SolverSpec.candidates`.
         candidate_mode: ``"parallel"`` (the paper: all candidates at once, a sequence stops
             when one of its candidates converges, the earliest wins) or ``"fallback"`` (the
             next candidate only for sequences the previous ones failed: cheaper).
@@ -136,7 +282,7 @@ def solve(
             before the candidates: a warm start, e.g. each sequence's solution under the
             previous epoch's weights. ``stats.candidate`` then counts it as candidate 0 and
             the ``candidates`` from 1.
-        **options: the method's own options (:data:`SOLVER_OPTIONS`).
+        **options: the method's own options (:attr:`SolverSpec.options`).
 
     Returns:
         ``(H, stats)``: H (B, n, k), the solution (for a failed sequence, the best iterate);
@@ -144,14 +290,15 @@ def solve(
         result code and winning candidate.
 
     Raises:
-        InnError: unknown method or option, a ``start`` of the wrong shape; in strict mode, a
+        InnError: unknown method or option, an option's value of the wrong type or out of its
+            range (:func:`check_solver_options`), a ``start`` of the wrong shape; in strict mode, a
             failed solve.
     """
     check_options(method, options)
     if candidate_mode not in ("parallel", "fallback"):
         raise InnError(f"candidate_mode must be 'parallel' or 'fallback', not {candidate_mode!r}")
     if candidates is None:
-        candidates = DEFAULT_CANDIDATES[method]
+        candidates = SOLVERS[method].candidates
     if not candidates:
         raise InnError("need at least one starting candidate")
     kinds = tuple(candidates)
@@ -159,8 +306,9 @@ def solve(
         if start.shape != system.shape:
             raise InnError(f"start has shape {tuple(start.shape)}; the solution has {tuple(system.shape)}")
         kinds = ("start",) + kinds
-    solver = SOLVERS[method]
-    max_iter = DEFAULT_MAX_ITER[method] if max_iter is None else int(max_iter)
+    spec = SOLVERS[method]
+    solver = spec.function
+    max_iter = spec.max_iter if max_iter is None else int(max_iter)
     generator = torch.Generator().manual_seed(seed)
     counter = Counter()
 
@@ -321,7 +469,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
     start = u0
     u0 = g if start is None else start
-    its_low = 0
+    its_low = low_evals = 0
     if sweep == "red_black":
         fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
     elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
@@ -336,7 +484,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         # products down to low_precision_tol, then float32 from there
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
-            u0, its_pass, _, _, _, _ = _anderson.anderson_iterate(
+            u0, its_pass, _, _, low_evals, _ = _anderson.anderson_iterate(
                 _adjoint_step(low.vjp, g, copy, scale), u0, lambda u: scale, tol=low_precision_tol,
                 max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
             its_low = its_low + its_pass
@@ -355,7 +503,8 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
-    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, evals + checks)
+    # J^T products: both passes' (bfloat16 ones too, as the forward counts its bfloat16 F)
+    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, low_evals + evals + checks)
 
 
 def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
@@ -442,3 +591,26 @@ APPROXIMATE_ADJOINTS = {
     "preconditioned": _adjoint_preconditioned,
 }
 APPROXIMATE_OPTIONS = {"phantom": {"steps": 5, "damping": 1.0}, "jacobian_free": {}, "preconditioned": {}}
+
+#: the implicit backward's options, for every solver (the layer's ``backward_*``;
+#: :mod:`inn.nn.implicit_function` reads them)
+BACKWARD_OPTIONS = (
+    SolverOption("backward_solver", "anderson", "the adjoint solve, or an approximate gradient",
+                 choices=(*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS)),
+    SolverOption("backward_tol", None, "the adjoint's relative residual (null: tol)", type="number",
+                 exclusive_minimum=0, nullable=True),
+    SolverOption("backward_max_iter", 200, "the adjoint's iteration limit", type="integer", minimum=1),
+    SolverOption("backward_low_precision", "auto", "the anderson adjoint's bfloat16 first steps, as low_precision",
+                 type="boolean", choices=("auto",)),
+    SolverOption("backward_cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
+                 type="boolean", choices=("auto",), resumable=True),
+    SolverOption("backward_steps", APPROXIMATE_OPTIONS["phantom"]["steps"], "phantom only: damped unrolled steps",
+                 type="integer", minimum=1),
+    SolverOption("backward_damping", APPROXIMATE_OPTIONS["phantom"]["damping"], "phantom only: their damping",
+                 type="number", exclusive_minimum=0, maximum=1),
+    SolverOption("backward_fallback", None, "exact adjoints: solve the sequences a float32 adjoint leaves above tol "
+                 "again on the float64 system (float64: Anderson; direct: block-tridiagonal)",
+                 choices=("float64", "direct"), nullable=True),
+    SolverOption("backward_fallback_after", 40, "float32 adjoint iterations before the fallback takes over",
+                 type="integer", minimum=1),
+)

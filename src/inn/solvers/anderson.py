@@ -51,10 +51,6 @@ from inn.solvers import cuda_graph as graphs
 from inn.solvers._common import Counter, ResultCode, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
-OPTIONS = {"memory": 5, "beta": 1.0, "regularization": 1e-8, "sweep": "tridiagonal", "divergence_factor": 1e4,
-           "low_precision": "auto", "low_precision_tol": 3e-3, "cuda_graph": False,
-           "cuda_graph_steps": graphs.DEFAULT_STEPS}
-FIXED_POINT_OPTIONS = {"beta": 1.0, "sweep": "jacobi", "divergence_factor": 1e4}
 INF = float("inf")
 
 

@@ -19,7 +19,7 @@ from torch import Tensor
 @contextlib.contextmanager
 def _cpu_single_thread(t: Tensor) -> Iterator[None]:
     """Batched LU of >= 200 x 200 matrices gave wrong results or hung on this project's CPU
-    build with 2 threads (SPEC, measured facts); on one thread it is right."""
+    build with 2 threads (torch 2.x CPU wheels, measured in this project); on one thread it is right."""
     if t.device.type != "cpu" or t.shape[0] < 2 or torch.get_num_threads() == 1:
         yield
         return

@@ -16,12 +16,6 @@ from inn.solvers._common import Counter
 from inn.solvers._newton import newton_loop
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve
 
-OPTIONS = {
-    "line_search": True,
-    "max_backtracks": 6,
-    "divergence_factor": 1e4,
-}
-
 
 def newton_direct(
     system,

@@ -14,16 +14,6 @@ from inn.solvers._common import Counter
 from inn.solvers._newton import newton_loop
 from inn.solvers.bicgstab import bicgstab
 
-#: options this solver accepts, with their defaults
-OPTIONS = {
-    "krylov_max_iter": 40,  # BiCGSTAB iterations per Newton step (paper: 40)
-    "forcing": "adaptive",  # inner relative tolerance: a float, or "adaptive" (Eisenstat-Walker)
-    "line_search": True,  # per-sequence backtracking on ||G|| (paper: full steps)
-    "max_backtracks": 6,
-    "global_dots": False,  # paper: one set of BiCGSTAB scalars for the whole batch
-    "divergence_factor": 1e4,
-}
-
 #: the paper's method, as faithfully as it is described (forcing is not given there)
 PAPER_OPTIONS = {
     "candidates": ("random", "one_step"),
