@@ -17,7 +17,7 @@ from inn.experiment import runs
 from inn.experiment.runs import list_runs, resumed_commit_note, save_states, source_commit
 from inn.experiment.train import TrainConfig, train
 
-INN_FAST = {"hidden_size": 6, "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+INN_FAST = {"hidden_size": 6, "solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
 
 
 @pytest.fixture(scope="module")

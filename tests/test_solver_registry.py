@@ -106,8 +106,8 @@ def test_the_layer_refuses_the_same_options(options, message):
     ({"model": {"solver": "anderson", "solver_options": {"memroy": 3}}},
      r"^--settings: model\.solver_options\.memroy: not an option of solver 'anderson' \(did you mean 'memory'\?\)"),
     # the layer's default solver when none is named
-    ({"model": {"solver_options": {"memory": 5}}},
-     r"^--settings: model\.solver_options\.memory: not an option of solver 'newton_krylov'"),
+    ({"model": {"solver_options": {"krylov_max_iter": 5}}},
+     r"^--settings: model\.solver_options\.krylov_max_iter: not an option of solver 'anderson'"),
     ({"model": {"solver": "andersen"}}, r"^--settings: model\.solver: unknown solver 'andersen' \(did you mean"),
 ])
 def test_train_settings_are_checked_before_any_data_is_read(settings, message):

@@ -22,7 +22,7 @@ from inn.experiment.train import TrainConfig, train
 from inn.tagger import Tagger
 
 TINY_FEATURES = dict(max_words=2000, max_affixes=200, word_dim=8, affix_dim=2)
-INN_FAST = {"hidden_size": 8, "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+INN_FAST = {"hidden_size": 8, "solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
 CFG = TrainConfig(max_train=300, max_dev=50, max_epochs=1)
 
 GUM_LIKE = """\

@@ -19,7 +19,7 @@ from inn.models import parse_model_name
 from inn.experiment.train import TrainConfig, WarmStarts, train
 
 TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  # 8 + 12 + 8 = 28
-INN_FAST = {"solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+INN_FAST = {"solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
 
 
 def ewt_files(ewt_dir):
@@ -279,10 +279,11 @@ def test_a_solve_gone_non_finite_is_named_as_the_cause(tmp_path, walk_dir):
 
 def test_solver_failures_are_counted_and_strict_mode_stops(tmp_path, walk_dir):
     cfg = _cfg(max_epochs=1, max_train=None, max_dev=None)
-    loose = {"hidden_size": 6, "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2}}
+    loose = {"hidden_size": 6, "solver": "newton_krylov",
+             "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2}}
     history = train("walks", walk_dir, "inn", tmp_path / "loose", cfg, loose, device="cpu")
     assert history.nonconverged.iloc[0] > 0 and history.residual.iloc[0] > 1e-12
-    strict = {"hidden_size": 6, "solver_options": {**loose["solver_options"], "strict": True}}
+    strict = {**loose, "solver_options": {**loose["solver_options"], "strict": True}}
     with pytest.raises(InnError, match=r"epoch 1, batch 1: forward solve .* did not reach tol"):
         train("walks", walk_dir, "inn", tmp_path / "strict", cfg, strict, device="cpu")
 

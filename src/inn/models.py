@@ -13,14 +13,21 @@ Every model is ``encoder -> recurrent layer -> per-position output``:
 
 Model names as the workflow spells them are the keys of the registry :data:`MODELS` (``inn``,
 ``inn_lstm``, ``gru``, ``lstm``, ``bigru``, ``bilstm``, ``perceptron``), the neural ones optionally
-with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1).
+with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1). Each neural model names its
+recurrent cell in the registry :data:`CELLS` (``implicit_gru``, ``implicit_lstm``, ``gru``,
+``lstm``). A cell of one's own is one :func:`register_cell` call, a model on it one
+:func:`register` call, in a module of one's own that the workflow config names under
+``imports`` (docs/implicit-layer.md, "Your cell in the experiments").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
+import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,18 +44,96 @@ FEATURES = "features"
 
 
 @dataclass(frozen=True)
+class CellSpec:
+    """A recurrent cell the models may name (:attr:`ModelSpec.cell`), and how its layer is built.
+
+    ``factory(input_size, hidden_size)`` returns:
+
+    - for an implicit cell (``implicit=True``), the cell itself: an ``nn.Module`` with
+      ``forward(x, h_prev, h_next) -> h`` (:class:`inn.nn.Cell`), which the model wraps in
+      :class:`inn.nn.ImplicitSequence` with the run's solver and options. The solved state is
+      ``hidden_size`` wide unless the cell has a ``state_size`` attribute (the LSTM's [h; c]);
+    - for an explicit cell, a one-directional layer run like ``torch.nn.GRU(...,
+      batch_first=True)``: ``forward(x) -> (H, anything)``, (B, n, input_size) -> (B, n,
+      hidden_size); :class:`ExplicitRNN` runs a second one on the reversed sequences for a
+      bidirectional model.
+
+    ``layer=True`` marks an implicit cell whose factory builds the whole layer,
+    ``factory(input_size, hidden_size, solver=..., trainable_boundary=..., **options)``
+    (the implicit GRU and LSTM: their parameters keep the names of their checkpoints).
+    """
+
+    name: str
+    factory: Callable[..., nn.Module]
+    implicit: bool
+    layer: bool = False
+
+
+#: every recurrent cell a model may name, by name
+CELLS: dict[str, CellSpec] = {}
+
+
+def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool = True,
+                  layer: bool = False) -> CellSpec:
+    """Add a recurrent cell that models may name (replacing one of the same name); see
+    :class:`CellSpec` for what ``factory`` returns.
+
+    Example, a cell of one's own as an implicit layer::
+
+        register_cell("ncgated", NonCausalGatedCell)           # (input_size, hidden_size) -> Cell
+        register(ModelSpec("ncgated", "Non-causal gated", "ncgated", bidirectional=True,
+                           implicit=True, sizes={"walks": ("inn_hidden_size",)}))
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise InnError(f"cell name {name!r}: use lower-case letters, digits and _")
+    if not callable(factory):
+        raise InnError(f"cell {name}: the factory must be callable (input_size, hidden_size) -> module, "
+                       f"got {type(factory).__name__}")
+    spec = CellSpec(name, factory, bool(implicit), bool(layer))
+    CELLS[name] = spec
+    return spec
+
+
+def _explicit(rnn: type[nn.Module]) -> Callable[[int, int], nn.Module]:
+    def factory(input_size: int, hidden_size: int) -> nn.Module:
+        return rnn(input_size, hidden_size, batch_first=True)
+
+    factory.__name__ = factory.__qualname__ = rnn.__name__
+    return factory
+
+
+def _implicit_gru(input_size: int, hidden_size: int, **options: Any) -> nn.Module:
+    from inn.nn import ImplicitGRU
+
+    return ImplicitGRU(input_size, hidden_size, **options)
+
+
+def _implicit_lstm(input_size: int, hidden_size: int, **options: Any) -> nn.Module:
+    from inn.nn import ImplicitLSTM
+
+    return ImplicitLSTM(input_size, hidden_size, **options)
+
+
+register_cell("implicit_gru", _implicit_gru, implicit=True, layer=True)
+register_cell("implicit_lstm", _implicit_lstm, implicit=True, layer=True)
+register_cell("gru", _explicit(nn.GRU), implicit=False)
+register_cell("lstm", _explicit(nn.LSTM), implicit=False)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model of the experiments: everything the config, the workflow's rules, the tables,
     the report and the benchmark know of it. Adding a model to the experiments is one
     :func:`register` call (or one entry below).
 
-    ``cell`` names the recurrent layer :func:`recurrent_layer` builds (``implicit_gru``,
-    ``implicit_lstm``, ``gru``, ``lstm``); None marks a model that is not a neural sequence
-    labeller (the averaged perceptron). ``sizes`` is the hidden-size rule per task: the keys
-    under ``models.<task>`` in the config tried in order, the first one set wins, and
-    :data:`FEATURES` stands for the input feature size; a list-valued key (the b-LSTM's
-    ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task without a
-    rule is one the model is not trained on.
+    ``cell`` names the recurrent cell of :data:`CELLS` that :func:`recurrent_layer` builds
+    (``implicit_gru``, ``implicit_lstm``, ``gru``, ``lstm``, or one registered by
+    :func:`register_cell`); ``implicit`` must say what the cell is. None marks a model that
+    is not a neural sequence labeller (the averaged perceptron). ``sizes`` is the hidden-size
+    rule per task: the keys under ``models.<task>`` in the config tried in order, the first one
+    set wins, and :data:`FEATURES` stands for the input feature size; a list-valued key (the
+    b-LSTM's ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task
+    without a rule is one the model is not trained on.
     """
 
     name: str
@@ -58,6 +143,9 @@ class ModelSpec:
     implicit: bool = False
     sizes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     in_paper: bool = True
+    #: the module that registered it (set by :func:`register`): what a checkpoint of the model
+    #: names, so that loading it without that module says which one to import
+    module: str | None = field(default=None, compare=False)
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -70,9 +158,26 @@ MODELS: dict[str, ModelSpec] = {}
 
 
 def register(spec: ModelSpec) -> ModelSpec:
-    """Add a model to the experiments (replacing one of the same name)."""
+    """Add a model to the experiments (replacing one of the same name).
+
+    Raises:
+        InnError: a name that cannot be a path part, a cell that is not registered (register
+            it first with :func:`register_cell`), or ``implicit`` not saying what the cell is.
+    """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", spec.name):
         raise InnError(f"model name {spec.name!r}: use lower-case letters, digits and _ (it is a path part)")
+    if spec.cell is not None:
+        cell = CELLS.get(spec.cell)
+        if cell is None:
+            raise InnError(f"model {spec.name}: unknown cell {spec.cell!r}; register it first with "
+                           f"inn.models.register_cell, or use one of {', '.join(CELLS)}")
+        if cell.implicit != spec.implicit:
+            raise InnError(f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
+                           f"set implicit={cell.implicit} in its ModelSpec")
+    if spec.module is None:
+        caller = sys._getframe(1).f_globals
+        spec = dataclasses.replace(spec, module=caller.get("__file__") if caller.get("__name__") == "__main__"
+                                   else caller.get("__name__"))
     MODELS[spec.name] = spec
     return spec
 
@@ -147,7 +252,7 @@ class ModelConfig:
     input_dim: int = 0
     dropout: float = 0.0  # on xi and on H during training (0: none, as in the paper)
     # the implicit layer: solver name and options (inn.solvers.solve, backward_* options)
-    solver: str = "newton_krylov"
+    solver: str = "anderson"  # the workflow's (inn.solvers.SOLVERS); checkpoints store theirs
     solver_options: dict[str, Any] = field(default_factory=dict)
     trainable_boundary: bool = False
     forget_max: float = 1.0  # the implicit LSTM's forget gate cap (1: none, the cell as defined)
@@ -156,7 +261,8 @@ class ModelConfig:
         if self.task not in TASKS:
             raise InnError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
         if self.kind not in neural_models():
-            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}")
+            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}, or import "
+                           "the module that registers it (--import MODULE; the workflow config's imports)")
         if self.hidden_size < 1:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
         if self.forget_max != 1.0 and self.spec.cell != "implicit_lstm":
@@ -215,7 +321,7 @@ class WalkEncoder(nn.Module):
 
 
 class ExplicitRNN(nn.Module):
-    """torch's GRU/LSTM, one layer, uni- or bidirectional, on left-aligned padded batches.
+    """An explicit cell's layer (torch's GRU/LSTM), one layer, uni- or bidirectional, on left-aligned padded batches.
 
     Padding sits after each sequence's last token, so the forward direction is unaffected by
     it; the backward direction runs the same way on every sequence reversed within its own
@@ -223,11 +329,11 @@ class ExplicitRNN(nn.Module):
     implicit layer's are.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, cell: str, bidirectional: bool) -> None:
+    def __init__(self, input_size: int, hidden_size: int, rnn: Callable[[int, int], nn.Module],
+                 bidirectional: bool) -> None:
         super().__init__()
-        rnn = nn.GRU if cell == "gru" else nn.LSTM
-        self.forward_rnn = rnn(input_size, hidden_size, batch_first=True)
-        self.backward_rnn = rnn(input_size, hidden_size, batch_first=True) if bidirectional else None
+        self.forward_rnn = rnn(input_size, hidden_size)  # an explicit cell's factory (CellSpec)
+        self.backward_rnn = rnn(input_size, hidden_size) if bidirectional else None
         self.output_size = hidden_size * (2 if bidirectional else 1)
 
     def forward(self, xi: Tensor, mask: Tensor, start: Tensor | None = None) -> Tensor:
@@ -251,20 +357,29 @@ def reverse_index(mask: Tensor) -> Tensor:
 
 
 def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
-    """The model's hidden layer: the implicit GRU or LSTM, or an explicit baseline."""
-    cell, bidirectional = cfg.spec.cell, cfg.spec.bidirectional
-    if cfg.implicit:
-        from inn.nn import ImplicitGRU, ImplicitLSTM
+    """The model's hidden layer from its cell (:data:`CELLS`): an implicit layer solved with
+    the config's solver, or an explicit baseline; ``output_size`` is its output width."""
+    spec = cfg.spec
+    cell = CELLS.get(spec.cell) if spec.cell is not None else None
+    if cell is None:
+        raise InnError(f"model {cfg.kind}: unknown cell {spec.cell!r}; use one of {', '.join(CELLS)} "
+                       "(register_cell adds one)")
+    if not cell.implicit:
+        return ExplicitRNN(input_size, cfg.hidden_size, cell.factory, spec.bidirectional)
+    from inn.nn import ImplicitSequence
 
-        options = dict(cfg.solver_options)
-        if cell == "implicit_lstm":
-            options["forget_max"] = cfg.forget_max
-        implicit = ImplicitGRU if cell == "implicit_gru" else ImplicitLSTM
-        layer = implicit(input_size, cfg.hidden_size, solver=cfg.solver,
-                         trainable_boundary=cfg.trainable_boundary, **options)
+    options = dict(cfg.solver_options)
+    if spec.cell == "implicit_lstm":
+        options["forget_max"] = cfg.forget_max
+    if cell.layer:
+        layer = cell.factory(input_size, cfg.hidden_size, solver=cfg.solver,
+                             trainable_boundary=cfg.trainable_boundary, **options)
         layer.output_size = cfg.hidden_size
         return layer
-    return ExplicitRNN(input_size, cfg.hidden_size, cell, bidirectional)
+    unit = cell.factory(input_size, cfg.hidden_size)
+    state_size = getattr(unit, "state_size", cfg.hidden_size)
+    return ImplicitSequence(unit, state_size, solver=cfg.solver, trainable_boundary=cfg.trainable_boundary,
+                            **options)
 
 
 # --------------------------------------------------------------------------- the labeller

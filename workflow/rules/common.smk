@@ -10,7 +10,8 @@ import shlex
 # (which hold the dependencies, not the package) and on cluster nodes.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
+PREFIX = f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+shell.prefix(PREFIX)
 
 from inn.experiment.config import (
     bias_name,
@@ -24,6 +25,7 @@ from inn.experiment.config import (
 )
 from inn.errors import InnError
 from inn.models import MODELS, base_name, parse_model_name
+from inn.user_modules import ENV as IMPORTS_ENV, environment_value
 
 ENV = "../envs/inn.yaml"
 SPLITS = ["train", "dev", "test"]
@@ -38,6 +40,12 @@ except InnError as exc:
     # one line, as the README promises (a WorkflowError would add Snakemake's file-and-line block)
     print(f"error: {exc}", file=sys.stderr)
     sys.exit(1)
+
+# The config's own modules (imports: cells and models of one's own), imported above by the
+# config check, are imported by every job too: `inn` reads them from INN_IMPORTS.
+if config["imports"]:
+    imports = environment_value(config["imports"])
+    shell.prefix(PREFIX + f"export {IMPORTS_ENV}={shlex.quote(imports)}; ")
 
 
 def pos_corpora():

@@ -2,8 +2,11 @@
 
 Every subcommand is a ``main(argv)`` function in the module that owns the step; this file
 only names them. Errors the user can act on (:class:`inn.errors.InnError`) are printed as one
-``error: ...`` line with exit status 2, never as a traceback. A job stopped by SIGINT (Ctrl-C)
-or SIGTERM (a scheduler, Snakemake) unwinds as a KeyboardInterrupt, so that its temporary files
+``error: ...`` line with exit status 2, never as a traceback. Before a command runs, the
+modules of one's own that register cells and models are imported (:mod:`inn.user_modules`):
+those the environment variable ``INN_IMPORTS`` names (the workflow sets it from the config's
+``imports``), then those of ``--import MODULE``, an option every command takes. A job stopped
+by SIGINT (Ctrl-C) or SIGTERM (a scheduler, Snakemake) unwinds as a KeyboardInterrupt, so that its temporary files
 are removed, and ends with one ``interrupted`` line and status 128 + the signal's number.
 """
 
@@ -45,7 +48,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    return "usage: inn COMMAND [options]\n\ncommands:\n" + "\n".join(lines)
+    return ("usage: inn COMMAND [--import MODULE] [options]\n\ncommands:\n" + "\n".join(lines)
+            + "\n\n--import MODULE (any command, repeatable): first import a module that registers cells and models"
+            " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':')")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +72,13 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        getattr(importlib.import_module(module), function)(argv[1:])  # importing torch takes a while too
+        from inn import user_modules
+
+        imports, args = user_modules.split_import_options(argv[1:])
+        user_modules.from_environment()
+        for name in imports:
+            user_modules.import_module(name, "--import")
+        getattr(importlib.import_module(module), function)(args)  # importing torch takes a while too
     except InnError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

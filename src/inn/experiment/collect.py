@@ -6,10 +6,12 @@ Inputs are the workflow's per-run files, found by their paths
 Bayes-optimal floor of each test set (``results/data/walks/b{b}/floor{,_predictions}.tsv``).
 Outputs:
 
-- ``table1.tsv``: per b, the floor, then for the INN, the implicit LSTM and the b-LSTM (the size
-  with the lowest dev error): mean error over seeds, its standard deviation, the per-seed errors,
-  its parameter count, the excess over the floor with its seed-aware 95% interval; how many runs
-  patience ended and how many the epoch cap; and the paper's two columns;
+- ``table1.tsv``: per b, the floor, then for every implicit model of the registry (the INN, the
+  implicit LSTM, any registered by a module of one's own: :func:`inn.models.implicit_models`)
+  and the b-LSTM (the size with the lowest dev error): mean error over seeds, its standard
+  deviation, the per-seed errors, its parameter count, the excess over the floor with its
+  seed-aware 95% interval; how many runs patience ended and how many the epoch cap; and the
+  paper's two columns;
 - ``table2.tsv``: corpus, model, accuracy (mean, sd, per seed), unseen-word accuracy, and the
   paper's WSJ figure, with the reported Stanford tagger and reference figures as rows that say
   they were not run;
@@ -264,6 +266,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
     """
     floors = floors or {}
     comparisons = comparisons if comparisons is not None else []
+    implicit = implicit_models()  # a column group each (the registry's: the INN, the implicit LSTM, one's own)
     walks = runs[runs.task == "walks"] if not runs.empty else runs
     datasets = list(dict.fromkeys([*(walks.dataset if not walks.empty else []), *floors]))
     rows = []
@@ -279,9 +282,8 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
         row = {"b": b, "floor": floor_row.get("bayes_error", np.nan), "direction": floor_row.get("direction"),
                "dim": floor_row.get("dim")}
         scored = {}
-        for name, model_runs in (("inn", group[group.base_model == "inn"] if not group.empty else group),
-                                 ("inn_lstm", group[group.base_model == "inn_lstm"] if not group.empty else group),
-                                 ("bilstm", bilstm)):
+        for name in (*implicit, "bilstm"):
+            model_runs = bilstm if name == "bilstm" else group[group.base_model == name] if not group.empty else group
             summary = _seed_summary(model_runs.get("error", pd.Series(dtype=float)), 4)
             row.update({f"{name}_error": summary["mean"], f"{name}_error_std": summary["std"],
                         f"{name}_seeds": summary["seeds"], f"{name}_errors": summary["values"],
@@ -304,7 +306,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                                         for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
         ended = group["ended_by"].value_counts() if "ended_by" in group else pd.Series(dtype=int)
         row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
-        for name in ("inn", "inn_lstm"):
+        for name in implicit:
             if name in scored and "bilstm" in scored:
                 _compare(comparisons, "walks", dataset, name, f"bilstm-h{best_size}", scored[name],
                          scored["bilstm"], 1.0, scale)
@@ -315,7 +317,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
         row.update(paper_inn_error=theirs.get("inn", np.nan), paper_bilstm_error=theirs.get("bilstm", np.nan))
         rows.append(row)
     columns = ["b", "floor", "direction", "dim"]
-    for name in ("inn", "inn_lstm", "bilstm"):
+    for name in (*implicit, "bilstm"):
         columns += [f"{name}_error", f"{name}_error_std", f"{name}_seeds", f"{name}_errors", f"{name}_parameters",
                     f"{name}_excess", f"{name}_excess_low", f"{name}_excess_high"]
     columns += ["bilstm_best_size", "bilstm_best_is_largest", "bilstm_matched_size", "bilstm_sizes", "ended_by_patience", "ended_by_cap", "paper_inn_error",

@@ -185,6 +185,7 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
         raise InnError(f"config: {exc}") from None
     if not isinstance(schema, Mapping):
         schema = load_schema(schema)
+    _import_user_modules(config)
     schema = with_registry(schema)
     validator_class = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_class)(schema)
@@ -193,6 +194,17 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
         raise InnError(f"config: {_where(error)}")
     check_config(config)
     return config
+
+
+def _import_user_modules(config: Mapping) -> None:
+    """Import the config's ``imports`` (:mod:`inn.user_modules`) before its model names are
+    checked, so that a model they register is one the config may name. A malformed list is
+    left to the schema's line."""
+    names = config.get("imports")
+    if isinstance(names, list) and all(isinstance(name, str) for name in names):
+        from inn.user_modules import import_modules
+
+        import_modules(names, "config: imports")
 
 
 def with_registry(schema: Mapping) -> dict:

@@ -32,7 +32,7 @@ import yaml  # noqa: E402
 from inn.experiment import paper  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
-from inn.experiment.views import fmt, read_table, views  # noqa: E402
+from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
 from inn.models import MODELS, bidirectional_baselines  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
@@ -242,8 +242,11 @@ def table1_figure(table1: pd.DataFrame) -> str | None:
     fig, ax = plt.subplots(figsize=(6.4, 4))
     b = table1.b.to_numpy()
     ax.plot(b, table1.floor, "k-", lw=2, label="Bayes-optimal floor (this task)")
-    for name, colour in (("inn", "C0"), ("inn_lstm", "C2"), ("bilstm", "C1")):
-        label = MODELS[name].display
+    colours = {"inn": "C0", "inn_lstm": "C2", "bilstm": "C1"}
+    others = iter(f"C{i}" for i in range(3, 100))  # the models of one's own
+    for name, _ in table1_models(table1):
+        colour = colours.get(name) or next(others)
+        label = MODELS[name].display if name in MODELS else name
         if table1[f"{name}_error"].notna().any():
             ax.plot(b, table1[f"{name}_error"], "o-", color=colour, label=f"{label} (ours, mean over seeds)")
             for bias, values in zip(b, table1[f"{name}_errors"]):

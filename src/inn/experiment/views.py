@@ -103,9 +103,25 @@ def verdict_view(verdict: pd.DataFrame) -> TableView:
     return view
 
 
+#: Table 1's short names of the package's models; one registered elsewhere shows its display name
+TABLE1_NAMES = {"inn": "INN", "inn_lstm": "implicit LSTM", "bilstm": "b-LSTM"}
+
+
+def table1_models(table1: pd.DataFrame) -> list[tuple[str, str]]:
+    """(model, name) of Table 1's column groups, read from the table itself (its ``<model>_error``
+    columns, so that a table of a model registered by a module of one's own shows it without
+    that module): the INN always, every other implicit model that has a run, the b-LSTM last."""
+    from inn.models import MODELS
+
+    names = [c.removesuffix("_error") for c in table1.columns
+             if c.endswith("_error") and not c.startswith("paper_") and c not in ("inn_error", "bilstm_error")]
+    shown = [name for name in names if table1[f"{name}_error"].notna().any()]
+    label = (lambda name: TABLE1_NAMES.get(name) or (MODELS[name].display if name in MODELS else name))
+    return [(name, label(name)) for name in ("inn", *shown, "bilstm")]
+
+
 def table1_view(table1: pd.DataFrame) -> TableView:
-    lstm = int("inn_lstm_error" in table1 and table1.inn_lstm_error.notna().any())
-    models = [("inn", "INN")] + [("inn_lstm", "implicit LSTM")] * lstm + [("bilstm", "b-LSTM")]
+    models = table1_models(table1)
     columns = [("b", ""), ("floor", "")]
     for _, name in models:
         columns += [(f"{name} error", ""), (f"{name} excess [95% CI]", "")]

@@ -305,7 +305,7 @@ class ImplicitLSTM(ImplicitSequence):
     Args:
         input_size: width of xi.
         hidden_size: k, the width of h and of c (the solved state is [h; c], 2k wide).
-        solver: a name in :data:`inn.solvers.SOLVERS`.
+        solver: a name in :data:`inn.solvers.SOLVERS` (default ``"anderson"``, the workflow's).
         trainable_boundary: learn the boundary states [h_s; c_s] and [h_e; c_e] (zero and
             fixed otherwise).
         forget_max: the forget gate's cap in (0, 1]; 1 is the cell as defined. Below 1, c is
@@ -322,7 +322,7 @@ class ImplicitLSTM(ImplicitSequence):
         self,
         input_size: int,
         hidden_size: int,
-        solver: str = "newton_krylov",
+        solver: str = "anderson",
         trainable_boundary: bool = False,
         forget_max: float = 1.0,
         **options: Any,
