@@ -248,7 +248,7 @@ __all__ = [
 
 def solve(
     system: FixedPointSystem,
-    method: str = "newton_krylov",
+    method: str = "anderson",
     *,
     tol: float = 1e-4,
     max_iter: int | None = None,
