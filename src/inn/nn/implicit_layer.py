@@ -129,32 +129,52 @@ class Cell(Protocol):
     neighbours' states). Nothing else: autograd's Jacobian products (``torch.func``) then give
     every solver and the exact implicit backward.
 
-    Optional hooks, each used when present and replaced by the fallback in brackets otherwise:
+    Optional hooks, each used when present and replaced by the fallback in brackets otherwise.
+    Shapes: B sequences, n positions, K the state's width, m the width of the input terms.
 
-    - ``project(x) -> X``, ``transition(X, h_prev, h_next, *weights) -> (h, aux)`` and
-      ``weights() -> tuple of tensors``: the input projection split off, computed once per
-      solve; ``transition`` is the cell on it with the recurrent ``weights`` passed in
-      (detached on the solver side), ``aux`` whatever the other hooks want from that
-      evaluation. [X = x, forward, no weights]
-    - ``Linearization``: a :class:`CellLinearization` class ``(system, H, evaluated)`` with
-      analytic ``jvp``, ``_sources`` (hence J^T V and the red-black adjoint sweep), ``blocks``
-      and ``copy``. [:class:`AutogradLinearization`]
-    - ``coupling(X, h_prev, h_next, aux) -> (lower, upper)``: the elementwise part of
-      dh/dh_prev and dh/dh_next (B, n, K), which the tridiagonal sweep of Anderson and the
-      adjoint's preconditioner invert exactly along the sequence. [none: those steps are
-      plain F and J^T steps]
-    - ``tridiagonal_step(system, H, with_residual)``: a cell's own preconditioned step (the
-      LSTM solves its c exactly, then h). [H + (I - D)^{-1} (F(H) - H), D from ``coupling``]
-    - ``step_from_zero(system)``: that step at H = 0 with its residual, cheaper, or None.
+    - ``project(x) -> X``, (B, n, d) -> (B, n, m); ``transition(X, h_prev, h_next, *weights)
+      -> (h, aux)``, h (B, n, K); and ``weights() -> tuple of tensors``: the input projection
+      split off, computed once per solve (x is fixed while the solver iterates); ``transition``
+      is the cell on it with the recurrent ``weights`` passed in (detached on the solver side,
+      with autograd at the solution), ``aux`` whatever the other hooks want from that
+      evaluation (the GRU's gates), passed on to ``coupling`` and ``Linearization``. With
+      ``supports_low_precision`` the weights may arrive in bfloat16 while X and the states are
+      float32: do the matrix products in the weights' precision and everything else in the
+      states' (:func:`affine`, :func:`product`), and return h in the states' dtype.
+      [X = x, forward, no weights]
+    - ``Linearization``: a :class:`CellLinearization` subclass, built as
+      ``Linearization(system, H, evaluated)``: ``system`` the :class:`ImplicitSystem`, H
+      (B, n, K) the point, ``evaluated`` either None (evaluate the cell at H yourself) or the
+      detached ``(prev, nxt, h, aux)`` of the cell at H, neighbours (B, n, K) each, the cell's
+      unmasked state (B, n, K) and its ``aux``, which the layer has anyway at the solution. It
+      sets ``system``, ``F`` (F(H), masked) and ``copy`` (the masked ``coupling`` or None) and
+      implements analytic ``jvp`` (J V), ``_sources`` (hence J^T V and the red-black adjoint
+      sweep) and ``blocks`` (dF_t/dh_{t-1}, dF_t/dh_{t+1}, (B, K, K) each).
+      [:class:`AutogradLinearization`: about 2-3x an analytic product]
+    - ``coupling(X, h_prev, h_next, aux) -> (lower, upper)``, each (B, n, K): the elementwise
+      (diagonal) part of dh_t/dh_{t-1} and dh_t/dh_{t+1}, e.g. the GRU's gated copy (1 - z) s
+      and (1 - z)(1 - s), unmasked (the layer zeroes the links that do not exist). The
+      tridiagonal sweep of Anderson and the adjoint's preconditioner invert I - D exactly
+      along the sequence, unit by unit: the slow, length-dependent copy modes cost no
+      iterations. [none: those steps are plain F and J^T steps]
+    - ``tridiagonal_step(system, H, with_residual) -> H'`` (or ``(H', residual)``, residual
+      (B,)): a cell's own preconditioned step (the LSTM solves its c exactly, then h).
+      [H + (I - D)^{-1} (F(H) - H), D from ``coupling``]
+    - ``step_from_zero(system) -> (H', residual) or None``: the same as
+      ``tridiagonal_step(system, 0, with_residual=True)``, H' (B, n, K) and H = 0's relative
+      residual per sequence (B,), computed more cheaply (with zero neighbours the GRU's needs
+      no matrix product); None where the shortcut does not apply (nonzero boundary states).
       [None: the step is taken]
     - ``explicit_step(X_t, state, *weights)``: the one-directional cell of the paper's
-      one-step guess, (B, K) -> (B, K). [the cell with both neighbours ``state``]
-    - ``state_bound(h_start, h_end) -> (1, 1, K)``: no fixed point has a larger |entry|, so a
-      converged state beyond it is rejected. [inf: no check]
+      one-step guess, X_t (B, m), state (B, K) -> (B, K). [the cell with both neighbours ``state``]
+    - ``state_bound(h_start, h_end) -> bound``: the boundary states come as (1, 1, K) and the
+      bound is (1, 1, K) (anything that broadcasts against (B, n, K)): no fixed point has a
+      larger |entry|, so a state that meets tol beyond it (plus :attr:`ImplicitSystem.BOUND_SLACK`)
+      is a spurious root (``OUT_OF_BOUNDS``) and is solved again. [inf: no check]
     - ``output(H)`` and ``output_size``: the layer's output where the state is wider (the
-      LSTM's state is [h; c], its output h). [H]
+      LSTM's state is [h; c], (B, n, 2k), its output h, (B, n, k)). [H]
     - ``supports_low_precision = True``: ``transition`` and the linearisation accept bfloat16
-      weights (:meth:`ImplicitSystem.low_precision`). [False]
+      weights (:meth:`ImplicitSystem.low_precision`; Anderson's first pass). [False]
     """
 
     def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor: ...
@@ -174,14 +194,21 @@ class CellLinearization(BatchTensors):
     sweep, from ``_sources(g, sl)``, which returns the cotangents that positions ``sl`` with
     output cotangent g send to their left and right neighbours.
 
-    ``F`` is F(H); ``copy`` the masked elementwise coupling (lower, upper) that the tridiagonal
-    preconditioner inverts, or None where the cell has none."""
+    A cell's ``Linearization`` hook is a subclass, built as ``(system, H, evaluated)``: H
+    (B, n, K) the point, ``evaluated`` None or the detached ``(prev, nxt, h, aux)`` of the
+    cell at H (:class:`Cell`). It sets ``system``, ``F`` (F(H), masked, (B, n, K)) and
+    ``copy``, the masked elementwise coupling (lower, upper), (B, n, K) each, that the
+    tridiagonal preconditioner inverts, or None where the cell has none; and implements
+    :meth:`jvp`, :meth:`_sources` and :meth:`blocks`."""
 
     system: "ImplicitSystem"
     F: Tensor
     copy: tuple[Tensor, Tensor] | None
 
     def _sources(self, g: Tensor, sl: slice) -> tuple[Tensor, Tensor]:
+        """J^T at positions ``sl``: g (B, m, K), the cotangent of F there, -> (to h_{t-1},
+        to h_{t+1}), (B, m, K) each, the second zero where the right neighbour is h_e
+        (``system.next_realf``). :meth:`vjp` and :meth:`adjoint_sweep` are built on it."""
         raise NotImplementedError
 
     def jvp(self, V: Tensor) -> Tensor:
