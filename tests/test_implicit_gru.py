@@ -7,7 +7,7 @@ import torch
 
 from conftest import make_batch, make_layer
 from inn.errors import InnError
-from inn.nn import ImplicitGRU
+from inn.nn import ImplicitGRU, ImplicitLSTM
 from inn.solvers import ConvergenceWarning, ResultCode
 
 
@@ -177,3 +177,21 @@ def test_empty_sequences_and_default_mask():
         H = layer(xi, mask)
     assert (H[1] == 0).all()
     assert layer(xi).shape == (3, 6, 6)
+
+
+@pytest.mark.parametrize("layer_class", ["gru", "lstm"])
+def test_the_cells_parameters_are_reachable_from_the_cell(layer_class):
+    """The layer holds the cell's weights under their flat checkpoint names, yet they are the
+    cell's: cell.parameters() lists them (the same tensors), an optimiser of the cell trains the
+    layer, and the layer lists each once with the keys checkpoints have always had."""
+    layer = (ImplicitGRU if layer_class == "gru" else ImplicitLSTM)(4, 5)
+    names = [name for name, _ in layer.cell.named_parameters()]
+    assert names == [name for name in layer.state_dict() if name not in ("h_start", "h_end")]
+    assert all(p is getattr(layer, name) for name, p in layer.cell.named_parameters())
+    assert len(list(layer.parameters())) == len(names)
+    before = layer.weight_x.detach().clone()
+    optimiser = torch.optim.SGD(layer.cell.parameters(), lr=0.1)
+    xi = torch.randn(2, 3, 4)
+    layer(xi, torch.ones(2, 3, dtype=torch.bool)).sum().backward()
+    optimiser.step()
+    assert not torch.equal(layer.weight_x, before)

@@ -275,7 +275,8 @@ class ImplicitGRU(ImplicitSequence):
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns H (B, n, hidden_size), zero at padded positions. The cell's
     parameters are the layer's own (``weight_x``, ``bias``, ``weight_pn``, ``weight_zr``,
-    ``weight_c``, then ``h_start``, ``h_end``), as in checkpoints from before the cells.
+    ``weight_c``, then ``h_start``, ``h_end``), as in checkpoints from before the cells, and
+    ``layer.cell.parameters()`` lists the same tensors.
     """
 
     def __init__(

@@ -549,6 +549,18 @@ class HeldCell(nn.Module):
         """Where the parameters live: this cell, or the layer holding them."""
         return self.__dict__.get("holder", self)
 
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        """The cell's parameters wherever they live: held by its layer (under their flat names,
+        :meth:`ImplicitSequence._hold_cell_parameters`) they are still the cell's, so that
+        ``cell.parameters()`` gives what an optimiser or a regulariser of the cell needs. The
+        layer's own ``parameters()`` lists each once."""
+        holder = self.__dict__.get("holder")
+        if holder is None:
+            yield from super().named_parameters(prefix, recurse, remove_duplicate)
+            return
+        for name in self.__dict__["held"]:
+            yield (f"{prefix}.{name}" if prefix else name), holder._parameters[name]
+
     def weights(self) -> tuple[Tensor, ...]:
         """The recurrent matrices, in the order the cell's ``transition`` takes them."""
         raise NotImplementedError
@@ -641,10 +653,12 @@ class ImplicitSequence(nn.Module):
         (``weight_x``, ... rather than ``cell.weight_x``), so that trained checkpoints and
         optimiser states load."""
         boundaries = {name: self._parameters.pop(name) for name in ("h_start", "h_end") if name in self._parameters}
-        for name in list(self.cell._parameters):
+        held = tuple(self.cell._parameters)
+        for name in held:
             self.register_parameter(name, self.cell._parameters.pop(name))
         self._parameters.update(boundaries)
         self.cell.__dict__["holder"] = self  # a plain reference, not a submodule (no cycle of modules)
+        self.cell.__dict__["held"] = held  # what cell.parameters() still lists
 
     def recurrent_weights(self) -> tuple[Tensor, ...]:
         """The tensors the cell's ``transition`` takes besides its input terms (none without

@@ -315,7 +315,8 @@ class ImplicitLSTM(ImplicitSequence):
     Shapes: ``forward(xi, mask)`` with xi (B, n, input_size), mask (B, n) bool (True on real
     tokens, left-aligned) returns h (B, n, hidden_size), zero at padded positions;
     ``last_solution`` (and a warm ``start``) is the whole state (B, n, 2 hidden_size). The
-    cell's parameters are the layer's own, named as in checkpoints from before the cells.
+    cell's parameters are the layer's own, named as in checkpoints from before the cells, and
+    ``layer.cell.parameters()`` lists the same tensors.
     """
 
     def __init__(
