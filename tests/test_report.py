@@ -436,3 +436,15 @@ def test_table1_claim_against_the_matched_size_and_as_a_whole(tmp_path):
     assert v.verdict.tolist()[:4] == ["inconclusive", "reproduced", "reproduced", "reproduced"]
     assert v.verdict.iloc[4] == ("2 tests (b = 0.25, 0.5): reproduced at 1, inconclusive at 1; "
                                  "1 of 2 hold after Holm's correction for 2 tests")
+
+
+def test_blstm_sizes_are_compared_on_the_seeds_they_share(tmp_path):
+    """The 300-unit b-LSTM is better on seed 1, the one both sizes have; the 500's mean over its
+    three seeds is lower only through seeds the 300 never drew: 300 is chosen."""
+    fake_run(tmp_path, "walks", "b0.5", "inn", 1, 0.10, [0.3, 0.2], parameters=211201)
+    fake_run(tmp_path, "walks", "b0.5", "bilstm-h300", 1, 0.12, [0.3, 0.15], parameters=749401)
+    for seed, dev in ((1, 0.16), (2, 0.10), (3, 0.10)):
+        fake_run(tmp_path, "walks", "b0.5", "bilstm-h500", seed, 0.12, [0.3, dev], parameters=2049001)
+    collect_main(["--results", str(tmp_path), "--out-dir", str(tmp_path / "tables")])
+    t1 = pd.read_csv(tmp_path / "tables/table1.tsv", sep="\t").set_index("b")
+    assert t1.loc[0.5, "bilstm_best_size"] == 300 and t1.loc[0.5, "bilstm_seeds"] == 1

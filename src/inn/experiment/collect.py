@@ -198,7 +198,9 @@ def _size_label(size: float, parameters: float) -> str:
 
 
 def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
-    """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its runs."""
+    """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its
+    runs. Sizes are compared on the seeds every size has (a size given more seeds, as the chosen
+    one is, would otherwise be judged on other draws); without a common seed, on each size's own."""
     bilstm = group[group.base_model == "bilstm"]
     if bilstm.empty:
         return np.nan, bilstm
@@ -206,7 +208,9 @@ def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     if len(undecided):
         raise InnError(f"no dev score for {run_label(undecided.iloc[0])} (its history.tsv): the b-LSTM size is "
                        "chosen on dev error, never on test; give every run's history (--histories, or --results)")
-    size = int(bilstm.groupby("size").best_dev.mean().idxmin())
+    common = set.intersection(*(set(runs.seed) for _, runs in bilstm.groupby("size")))
+    compared = bilstm[bilstm.seed.isin(common)] if common else bilstm
+    size = int(compared.groupby("size").best_dev.mean().idxmin())
     return size, bilstm[bilstm["size"] == size]
 
 
