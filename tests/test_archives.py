@@ -1,0 +1,65 @@
+"""The archived runs in docs/benchmark give the tables they gave when archived, byte for byte.
+
+``tests/fixtures/collected/<archive>/`` holds what ``inn collect --results
+docs/benchmark/<archive>/results`` wrote at commit 5b33d50, before the tables, verdicts and
+report read the model registry's roles instead of fixed model names. The paper-scale walks
+archive grows as Table 1's runs finish, so each test collects exactly the runs (and the floors
+of the b) that the fixture's tables hold: a run added later changes no fixture. An archive that
+keeps collected tables but not its runs (comparison_walks_136e5c0) is checked through the
+verdicts, which the tables it keeps determine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inn.experiment.collect import FLOOR_PATH, find_run_files, run_key, verdicts
+from inn.experiment.collect import main as collect_main
+from inn.experiment.views import views
+from inn.tables import read_tsv, write_tsv
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHIVES = REPO / "docs" / "benchmark"
+COLLECTED = Path(__file__).parent / "fixtures" / "collected"
+TABLES = ("runs.tsv", "table1.tsv", "table2.tsv", "comparisons.tsv", "verdict.tsv")
+
+
+@pytest.mark.parametrize("archive", ["paper_walks", "paper_ewt_6ebf96e"])
+def test_inn_collect_gives_an_archives_tables_byte_for_byte(archive, tmp_path):
+    expected = COLLECTED / archive
+    runs = read_tsv(expected / "runs.tsv")
+    keys = {(r.task, r.dataset, r.model, int(r.seed)) for r in runs.itertuples()}
+    b_values = set(read_tsv(expected / "table1.tsv").get("b", []))
+    found = find_run_files([ARCHIVES / archive / "results"])
+
+    def of_the_fixture(paths: list[str]) -> list[str]:
+        return [path for path in paths if tuple(run_key(path).values()) in keys]
+
+    def of_its_b(paths: list[str]) -> list[str]:
+        return [path for path in paths if float(FLOOR_PATH.search(path)["dataset"][1:]) in b_values]
+
+    metrics = of_the_fixture(found["metrics"])
+    assert len(metrics) == len(keys), "a run of the fixture is missing from the archive"
+    collect_main(["--metrics", *metrics, "--histories", *of_the_fixture(found["histories"]),
+                  "--predictions", *of_the_fixture(found["predictions"]),
+                  "--floors", *of_its_b(found["floors"]), "--floor-predictions", *of_its_b(found["floor_predictions"]),
+                  "--corpora", *found["corpora"], "--out-dir", str(tmp_path)])
+    for name in TABLES:
+        assert (tmp_path / name).read_text(encoding="utf-8") == (expected / name).read_text(encoding="utf-8"), name
+    assert set(views(tmp_path)) >= {"verdict", "comparisons", "runs"}
+
+
+def test_the_comparison_archives_verdicts_follow_from_its_tables(tmp_path):
+    """comparison_walks_136e5c0 keeps its tables, not its runs. Its verdict rows, one per b, come
+    back byte for byte from its comparisons and Table 1; the claim as a whole (Holm's correction
+    over the b), added after the archive was collected at 6ebf96e, is the one row more."""
+    archive = ARCHIVES / "comparison_walks_136e5c0"
+    write_tsv(tmp_path / "verdict.tsv", verdicts(read_tsv(archive / "comparisons.tsv"), read_tsv(archive / "table1.tsv")))
+    *per_b, whole = (tmp_path / "verdict.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    assert "".join(per_b) == (archive / "verdict.tsv").read_text(encoding="utf-8")
+    assert whole.startswith("INN error below the b-LSTM's for b <= 1, as a whole\twalks\tall tested\tcomparison\tinn\t"
+                            "bilstm\t")
+    assert whole.rstrip("\n").endswith("4 tests (b = 0.25, 0.5, 0.75, 1): not reproduced at 1, inconclusive at 3; "
+                                       "0 of 4 hold after Holm's correction for 4 tests")
+    assert set(views(archive)) == {"verdict", "table1", "comparisons", "runs"}
