@@ -3,14 +3,22 @@ report read it, so adding a model to the experiments is one entry."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pytest
 import yaml
 
+from inn.errors import InnError
+from inn.experiment.collect import main as collect_main
 from inn.experiment.config import load_schema
-from inn.models import MODELS, ModelConfig, ModelSpec, build_model, register
+from inn.models import MODELS, ROLES, ModelConfig, ModelSpec, build_model, model_with_role, register
+from inn.tables import read_tsv, write_tsv
 from test_workflow import REPO, SNAKEMAKE
 
 
@@ -62,3 +70,103 @@ def test_a_registered_model_builds_and_tags():
         assert model.rnn.output_size == 10 and not cfg.implicit
     finally:
         del MODELS[spec.name]
+
+
+@pytest.fixture
+def registry():
+    """Undo what a test registers."""
+    models = dict(MODELS)
+    yield
+    MODELS.clear(), MODELS.update(models)
+
+
+def _collect(root: Path, *runs: tuple) -> Path:
+    """Tables of fake runs (test_report.fake_run: task, dataset, model, seed, test score, dev
+    scores, metrics), with a floor for the walks at b = 0.5 and 1."""
+    from test_report import UNITS, PER_UNIT, fake_predictions, fake_run
+
+    files = [fake_run(root, *run[:6], **(run[6] if len(run) > 6 else {})) for run in runs]
+    floors = []
+    for dataset, error in (("b0.5", 0.1), ("b1", 0.05)):
+        folder = root / "data" / "walks" / dataset
+        folder.mkdir(parents=True)
+        write_tsv(folder / "floor.tsv", pd.DataFrame([{"b": float(dataset[1:]), "bayes_error": error,
+                                                        "sequences": UNITS, "steps": UNITS * PER_UNIT}]))
+        write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
+        floors.append(folder)
+    out = root / "tables"
+    collect_main(["--metrics", *[str(m) for m, _ in files], "--histories", *[str(h) for _, h in files],
+                  "--predictions", *[str(m.parent / "predictions.tsv") for m, _ in files],
+                  "--floors", *[str(f / "floor.tsv") for f in floors],
+                  "--floor-predictions", *[str(f / "floor_predictions.tsv") for f in floors],
+                  "--corpora", "ewt", "--out-dir", str(out)])
+    return out
+
+
+#: walks at two b and tagging: the INN, a model of one's own, the b-LSTM sweep and the BiGRU
+RUNS = [("walks", b, model, 1, error, [error])
+        for b, scores in (("b0.5", (0.12, 0.13, 0.15)), ("b1", (0.06, 0.065, 0.07)))
+        for model, error in zip(("inn", "mine", "bilstm-h100"), scores)] + [
+    ("pos", "ewt", model, 1, accuracy, [accuracy]) for model, accuracy in (("inn", 93.5), ("mine", 93.0),
+                                                                           ("bigru", 92.5))]
+
+
+def test_a_model_of_ones_own_gets_columns_rows_and_comparisons_but_no_verdict(tmp_path, registry):
+    """Table 1's column groups, the comparisons and the report's colours come from the registry;
+    the verdicts stay the paper's claims: the INN against the b-LSTM and the BiGRU."""
+    from inn.experiment.report import table1_figure
+    from inn.experiment.views import table1_view
+
+    register(ModelSpec("mine", "Mine (not in the paper)", "implicit_gru", bidirectional=True, implicit=True,
+                       in_paper=False, short="mine", sizes={"walks": ("inn_hidden_size",)}))
+    tables = _collect(tmp_path, *RUNS)
+    table1 = read_tsv(tables / "table1.tsv")
+    groups = [c.removesuffix("_error") for c in table1.columns if c.endswith("_error") and "paper" not in c]
+    assert groups == ["inn", "inn_lstm", "mine", "bilstm"]
+    assert table1.set_index("b").loc[0.5, "mine_error"] == pytest.approx(0.13)
+    headers = [name for name, _ in table1_view(table1).columns]
+    assert headers[2:8] == ["INN error", "INN excess [95% CI]", "mine error", "mine excess [95% CI]",
+                            "b-LSTM error", "b-LSTM excess [95% CI]"]
+    assert "paper: INN" in headers and "b-LSTM size (best on dev)" in headers
+    comparisons = read_tsv(tables / "comparisons.tsv")
+    pairs = {(r.dataset, r.model, r.baseline) for r in comparisons.itertuples()}
+    assert {("b0.5", "mine", "bayes"), ("b0.5", "mine", "bilstm-h100"), ("ewt", "mine", "bigru"),
+            ("ewt", "mine", "inn")} <= pairs
+    verdict = read_tsv(tables / "verdict.tsv")
+    assert set(verdict.model) == {"inn"} and set(verdict.baseline) == {"bilstm-h100", "bigru", "bilstm"}
+    assert verdict.claim.tolist() == ["INN error below the b-LSTM's (b = 0.5)", "INN error below the b-LSTM's (b = 1)",
+                                      "INN accuracy above the Bidirectional GRU's (ewt)",
+                                      "INN error below the b-LSTM's for b <= 1, as a whole"]
+    assert table1_figure(table1).startswith("data:image/png")
+
+
+def test_the_roles_not_the_names_decide_the_claims(tmp_path, registry):
+    """Moved to another model, the claimed role takes the verdicts, Table 1's first columns and
+    the paper's timing law with it; and a role is one model's."""
+    from inn.experiment.views import table1_models
+
+    with pytest.raises(InnError, match="^model mine: the role claimed is inn's "):
+        register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="claimed"))
+    with pytest.raises(InnError, match="^model mine: unknown role 'paper'; use one of claimed, swept, timing_ref"):
+        register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="paper"))
+    assert [model_with_role(role) for role in ROLES] == ["inn", "bilstm", "bigru"]
+    register(dataclasses.replace(MODELS["inn"], role=None))
+    register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="claimed",
+                       sizes={"walks": ("inn_hidden_size",)}))
+    tables = _collect(tmp_path, *RUNS)
+    verdict = read_tsv(tables / "verdict.tsv")
+    assert set(verdict.model) == {"mine"}
+    assert verdict.claim.iloc[0] == "Mine error below the b-LSTM's (b = 0.5)"
+    assert verdict.paper_difference.isna().all()  # the paper has no figures for it
+    table1 = read_tsv(tables / "table1.tsv")
+    assert [name for name, _ in table1_models(table1)] == ["mine", "inn", "bilstm"]
+    assert "paper_mine_error" in table1 and "paper_inn_error" not in table1
+    from inn.experiment.timing import fit_timing_main
+
+    measured = tmp_path / "m.tsv"
+    n = np.array([10, 20, 40])
+    write_tsv(measured, pd.DataFrame({"task": "walks", "dataset": "b0.5", "model": np.repeat(["inn", "mine"], 3),
+                                      "n": np.tile(n, 2), "seconds": np.tile(0.01 * n ** 1.5, 2)}))
+    fit_timing_main(["--out", str(tmp_path / "fits.tsv"), "--measurements", str(tmp_path / "all.tsv"), str(measured)])
+    fits = read_tsv(tmp_path / "fits.tsv").set_index("model")
+    assert fits.loc["mine", "paper_a"] == 0.17 and np.isnan(fits.loc["inn", "paper_a"])

@@ -17,7 +17,9 @@ with a size, ``bilstm-h300`` (the b-LSTM sweep of paper 3.1). Each neural model 
 recurrent cell in the registry :data:`CELLS` (``implicit_gru``, ``implicit_lstm``, ``gru``,
 ``lstm``). A cell of one's own is one :func:`register_cell` call, a model on it one
 :func:`register` call, in a module of one's own that the workflow config names under
-``imports`` (docs/implicit-layer.md, "Your cell in the experiments").
+``imports`` (docs/implicit-layer.md, "Your cell in the experiments"). The models the paper's
+claims are about are found by their role (:data:`ROLES`, :func:`model_with_role`): the INN is
+the ``claimed`` model, the b-LSTM the ``swept`` baseline, the BiGRU the ``timing_reference``.
 """
 
 from __future__ import annotations
@@ -134,6 +136,15 @@ class ModelSpec:
     set wins, and :data:`FEATURES` stands for the input feature size; a list-valued key (the
     b-LSTM's ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task
     without a rule is one the model is not trained on.
+
+    ``role`` is the part the model plays in the paper's claims (:data:`ROLES`; one model each):
+    the tables, the verdicts, the report, the timing and the benchmark find the paper's INN, its
+    swept b-LSTM and the timing reference through it (:func:`model_with_role`), never by name.
+    A model without a role (the implicit LSTM, one of one's own) still gets its columns in Table
+    1, its rows in Table 2, its comparisons, its timing and its place in the report; the
+    verdicts stay the paper's claims. ``short`` is its name in a table's header (the display
+    name where unset), ``colour`` its colour in the report's figures (a matplotlib colour; the
+    next free one where unset).
     """
 
     name: str
@@ -146,10 +157,28 @@ class ModelSpec:
     #: the module that registered it (set by :func:`register`): what a checkpoint of the model
     #: names, so that loading it without that module says which one to import
     module: str | None = field(default=None, compare=False)
+    role: str | None = None
+    short: str | None = None
+    colour: str | None = None
 
     @property
     def tasks(self) -> tuple[str, ...]:
         return tuple(task for task in TASKS if task in self.sizes)
+
+    @property
+    def label(self) -> str:
+        """The model's name in a table's header: ``short``, else ``display``."""
+        return self.short or self.display
+
+
+#: the parts a model plays in the paper's claims (:attr:`ModelSpec.role`), one model each
+ROLES = {
+    "claimed": "the paper's model, the INN: the verdicts' side, Table 1's first columns with the paper's "
+               "figures beside them, the timing law the paper fitted, the layer the benchmark solves",
+    "swept": "the paper's swept baseline, the b-LSTM: Table 1's last columns, one run per size, the size "
+             "best on dev and the size nearest the claimed model's parameter count",
+    "timing_reference": "the baseline the benchmark's times are divided by, the BiGRU",
+}
 
 
 #: every model of the experiments, by the name the config and the result paths use, in the
@@ -174,6 +203,13 @@ def register(spec: ModelSpec) -> ModelSpec:
         if cell.implicit != spec.implicit:
             raise InnError(f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
                            f"set implicit={cell.implicit} in its ModelSpec")
+    if spec.role is not None:
+        if spec.role not in ROLES:
+            raise InnError(f"model {spec.name}: unknown role {spec.role!r}; use one of {', '.join(ROLES)}, or None")
+        holder = next((name for name, other in MODELS.items() if other.role == spec.role), spec.name)
+        if holder != spec.name:
+            raise InnError(f"model {spec.name}: the role {spec.role} is {holder}'s ({ROLES[spec.role]}); a role "
+                           "is one model's, and a model of one's own needs none to appear in the tables")
     if spec.module is None:
         caller = sys._getframe(1).f_globals
         spec = dataclasses.replace(spec, module=caller.get("__file__") if caller.get("__name__") == "__main__"
@@ -186,14 +222,17 @@ _BASELINE = {"pos": ("baseline_hidden_size",)}
 for _spec in (
     ModelSpec("gru", "GRU", "gru", sizes=_BASELINE),
     ModelSpec("lstm", "LSTM", "lstm", sizes=_BASELINE),
-    ModelSpec("bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE),
+    ModelSpec("bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE, role="timing_reference",
+              short="BiGRU"),
     ModelSpec("bilstm", "b-LSTM", "lstm", bidirectional=True,
-              sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)}),
+              sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)}, role="swept", colour="C1"),
     ModelSpec("inn", "INN", "implicit_gru", bidirectional=True, implicit=True,
-              sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)}),
+              sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)}, role="claimed",
+              colour="C0"),
     ModelSpec("inn_lstm", "Implicit LSTM (ours, not in the paper)", "implicit_lstm", bidirectional=True,
               implicit=True, in_paper=False,
-              sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS}),
+              sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS},
+              short="implicit LSTM", colour="C2"),
     ModelSpec("perceptron", "Averaged perceptron (NLTK)", None, in_paper=False, sizes={"pos": ()}),
 ):
     register(_spec)
@@ -207,6 +246,23 @@ def neural_models() -> list[str]:
 def implicit_models() -> list[str]:
     """The models whose layer is implicit (solved: solver options, warm starts, statistics)."""
     return [name for name, spec in MODELS.items() if spec.implicit]
+
+
+def model_with_role(role: str) -> str:
+    """The registry's name of the model that plays ``role`` (:data:`ROLES`): ``"claimed"`` ->
+    ``"inn"``, ``"swept"`` -> ``"bilstm"``, ``"timing_reference"`` -> ``"bigru"``."""
+    for name, spec in MODELS.items():
+        if spec.role == role:
+            return name
+    raise InnError(f"no model of the registry plays the role {role!r} ({ROLES.get(role, 'not a role')}); "
+                   f"the package's models play {', '.join(ROLES)}")
+
+
+def paper_baselines() -> list[str]:
+    """The baselines of the paper's Table 2 claim, the INN's accuracy above theirs: its
+    bidirectional explicit models (``bigru``, ``bilstm``)."""
+    return [name for name, spec in MODELS.items()
+            if spec.in_paper and spec.bidirectional and not spec.implicit and spec.cell is not None]
 
 
 def bidirectional_baselines() -> dict[str, str]:

@@ -57,11 +57,11 @@ rule benchmark_implicit:
     benchmark:
         "benchmarks/benchmark_implicit/{task}/{dataset}/{model}/seed{seed}.tsv"
     wildcard_constraints:
-        model="inn",
+        model=re.escape(BENCHMARKED),
     params:
         data=data_dir,
         timing=config["timing"],
-        hidden=inn_hidden_size,
+        hidden=benchmarked_hidden_size,
         tol=config["solver"]["tol"],
         device=config["device"],
         # TorchDEQ's rows when installed (the benchmark's default), none when turned off

@@ -8,10 +8,11 @@ Outputs:
 
 - ``table1.tsv``: per b, the floor, then for every implicit model of the registry (the INN, the
   implicit LSTM, any registered by a module of one's own: :func:`inn.models.implicit_models`)
-  and the b-LSTM (the size with the lowest dev error): mean error over seeds, its standard
-  deviation, the per-seed errors, its parameter count, the excess over the floor with its
-  seed-aware 95% interval; how many runs patience ended and how many the epoch cap; and the
-  paper's two columns;
+  and the swept baseline, the b-LSTM (the size with the lowest dev error): mean error over
+  seeds, its standard deviation, the per-seed errors, its parameter count, the excess over the
+  floor with its seed-aware 95% interval; how many runs patience ended and how many the epoch
+  cap; and the paper's two columns. The INN and the b-LSTM are found by their roles in the
+  registry (:func:`inn.models.model_with_role`), and their columns are named by their names;
 - ``table2.tsv``: corpus, model, accuracy (mean, sd, per seed), unseen-word accuracy, and the
   paper's WSJ figure, with the reported Stanford tagger and reference figures as rows that say
   they were not run;
@@ -35,12 +36,12 @@ import pandas as pd
 
 from inn.experiment import paper
 from inn.errors import InnError
-from inn.models import MODELS, implicit_models
+from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines
 from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
-SIZED = re.compile(r"^(?P<base>[a-z_]+)-h(?P<size>\d+)$")
+SIZED = re.compile(r"^(?P<base>[a-z][a-z0-9_]*)-h(?P<size>\d+)$")
 FLOOR_PATH = re.compile(r"walks/(?P<dataset>b[^/]+)/floor(?:_predictions)?\.tsv(?:\.gz)?$")
 #: Seeds of the paired bootstrap's resampling (fixed: the intervals are reproducible).
 BOOTSTRAP_SEED = 2017
@@ -138,9 +139,10 @@ def _check_seeds_alike(runs: pd.DataFrame) -> None:
     same labels, so only the data's fingerprint tells them apart). Otherwise a table would
     average or compare unlike runs without a word. (Not the parameter count: the perceptron's
     grows with what its seed's passes saw.) A field an older run did not record is not compared."""
+    swept = model_with_role("swept")
     for (task, dataset, base), group in runs.groupby(["task", "dataset", "base_model"]):
         names = sorted(group.model.unique())
-        if len(names) > 1 and not (task == "walks" and base == "bilstm"):  # only the b-LSTM is swept
+        if len(names) > 1 and not (task == "walks" and base == swept):  # only the b-LSTM is swept
             raise InnError(f"{task} {dataset}: runs of {', '.join(names)} would share the {base} row; only the "
                            "walks' b-LSTM is a sweep of sizes: collect each size of the others separately")
         for size, named in group.groupby("size"):
@@ -198,10 +200,11 @@ def _size_label(size: float, parameters: float) -> str:
 
 
 def best_bilstm(group: pd.DataFrame) -> tuple[float, pd.DataFrame]:
-    """The b-LSTM size with the lowest mean dev error (the paper's best of its sweep), and its
-    runs. Sizes are compared on the seeds every size has (a size given more seeds, as the chosen
-    one is, would otherwise be judged on other draws); without a common seed, on each size's own."""
-    bilstm = group[group.base_model == "bilstm"]
+    """The size of the swept baseline (the b-LSTM) with the lowest mean dev error (the paper's
+    best of its sweep), and its runs. Sizes are compared on the seeds every size has (a size
+    given more seeds, as the chosen one is, would otherwise be judged on other draws); without a
+    common seed, on each size's own."""
+    bilstm = group[group.base_model == model_with_role("swept")]
     if bilstm.empty:
         return np.nan, bilstm
     undecided = bilstm[bilstm.best_dev.isna()] if "best_dev" in bilstm else bilstm
@@ -218,9 +221,10 @@ def matched_bilstm(group: pd.DataFrame) -> float:
     """The b-LSTM size of the sweep whose parameter count lies nearest the INN's (by ratio:
     the INN k = 200's 211,201 lie 2.4x above the 100-unit b-LSTM's 89,801 and 3.5x below the
     300-unit one's 749,401), the second baseline of Table 1's claim: a comparison at equal
-    capacity beside the one against the size best on dev. NaN without INN runs or sizes."""
-    inn = _parameters(group[group.base_model == "inn"])
-    sweep = group[group.base_model == "bilstm"]
+    capacity beside the one against the size best on dev. NaN without INN runs or sizes. (The
+    INN and the b-LSTM: the registry's claimed model and swept baseline.)"""
+    inn = _parameters(group[group.base_model == model_with_role("claimed")])
+    sweep = group[group.base_model == model_with_role("swept")]
     sizes = {size: _parameters(sweep[sweep["size"] == size]) for size in sweep["size"].dropna().unique()}
     sizes = {size: count for size, count in sizes.items() if not np.isnan(count)}
     if np.isnan(inn) or not sizes:
@@ -271,6 +275,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
     floors = floors or {}
     comparisons = comparisons if comparisons is not None else []
     implicit = implicit_models()  # a column group each (the registry's: the INN, the implicit LSTM, one's own)
+    claimed, swept = model_with_role("claimed"), model_with_role("swept")  # the INN, the b-LSTM
     walks = runs[runs.task == "walks"] if not runs.empty else runs
     datasets = list(dict.fromkeys([*(walks.dataset if not walks.empty else []), *floors]))
     rows = []
@@ -286,8 +291,8 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
         row = {"b": b, "floor": floor_row.get("bayes_error", np.nan), "direction": floor_row.get("direction"),
                "dim": floor_row.get("dim")}
         scored = {}
-        for name in (*implicit, "bilstm"):
-            model_runs = bilstm if name == "bilstm" else group[group.base_model == name] if not group.empty else group
+        for name in (*implicit, swept):
+            model_runs = bilstm if name == swept else group[group.base_model == name] if not group.empty else group
             summary = _seed_summary(model_runs.get("error", pd.Series(dtype=float)), 4)
             row.update({f"{name}_error": summary["mean"], f"{name}_error_std": summary["std"],
                         f"{name}_seeds": summary["seeds"], f"{name}_errors": summary["values"],
@@ -298,34 +303,36 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
             if predictions:
                 scored[name] = unit_scores(predictions, "sequence", "wrong")
                 if floor_scores is not None:
-                    label = f"bilstm-h{best_size}" if name == "bilstm" else name
+                    label = f"{swept}-h{best_size}" if name == swept else name
                     result = _compare(comparisons, "walks", dataset, label, "bayes", scored[name], floor_scores, 1.0,
                                       scale)
                     row[f"{name}_excess_low"], row[f"{name}_excess_high"] = result["low"], result["high"]
-        row["bilstm_best_size"] = best_size
-        sweep = group[group.base_model == "bilstm"] if not group.empty else group
-        row["bilstm_best_is_largest"] = bool(len(sweep) and best_size == sweep["size"].max())
-        row["bilstm_matched_size"] = matched = matched_bilstm(group) if not group.empty else np.nan
-        row["bilstm_sizes"] = "; ".join(_size_label(size, _parameters(sweep[sweep["size"] == size]))
+        row[f"{swept}_best_size"] = best_size
+        sweep = group[group.base_model == swept] if not group.empty else group
+        row[f"{swept}_best_is_largest"] = bool(len(sweep) and best_size == sweep["size"].max())
+        row[f"{swept}_matched_size"] = matched = matched_bilstm(group) if not group.empty else np.nan
+        row[f"{swept}_sizes"] = "; ".join(_size_label(size, _parameters(sweep[sweep["size"] == size]))
                                         for size in sorted(sweep["size"].dropna().unique())) if not sweep.empty else ""
         ended = group["ended_by"].value_counts() if "ended_by" in group else pd.Series(dtype=int)
         row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
         for name in implicit:
-            if name in scored and "bilstm" in scored:
-                _compare(comparisons, "walks", dataset, name, f"bilstm-h{best_size}", scored[name],
-                         scored["bilstm"], 1.0, scale)
+            if name in scored and swept in scored:
+                _compare(comparisons, "walks", dataset, name, f"{swept}-h{best_size}", scored[name],
+                         scored[swept], 1.0, scale)
         matched_predictions = _predictions(sweep[sweep["size"] == matched]) if matched != best_size else []
-        if "inn" in scored and matched_predictions:
-            _compare(comparisons, "walks", dataset, "inn", f"bilstm-h{int(matched)}", scored["inn"],
+        if claimed in scored and matched_predictions:
+            _compare(comparisons, "walks", dataset, claimed, f"{swept}-h{int(matched)}", scored[claimed],
                      unit_scores(matched_predictions, "sequence", "wrong"), 1.0, scale)
-        row.update(paper_inn_error=theirs.get("inn", np.nan), paper_bilstm_error=theirs.get("bilstm", np.nan))
+        # the paper's Table 1 is keyed by its models' names, which are the registry's
+        row.update({f"paper_{claimed}_error": theirs.get(claimed, np.nan),
+                    f"paper_{swept}_error": theirs.get(swept, np.nan)})
         rows.append(row)
     columns = ["b", "floor", "direction", "dim"]
-    for name in (*implicit, "bilstm"):
+    for name in (*implicit, swept):
         columns += [f"{name}_error", f"{name}_error_std", f"{name}_seeds", f"{name}_errors", f"{name}_parameters",
                     f"{name}_excess", f"{name}_excess_low", f"{name}_excess_high"]
-    columns += ["bilstm_best_size", "bilstm_best_is_largest", "bilstm_matched_size", "bilstm_sizes", "ended_by_patience", "ended_by_cap", "paper_inn_error",
-                "paper_bilstm_error"]
+    columns += [f"{swept}_best_size", f"{swept}_best_is_largest", f"{swept}_matched_size", f"{swept}_sizes",
+                "ended_by_patience", "ended_by_cap", f"paper_{claimed}_error", f"paper_{swept}_error"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("b", ascending=False, ignore_index=True)
 
@@ -398,32 +405,38 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None) -> p
     Claims: the INN's per-step error lies below the b-LSTM's for b <= 1 (Table 1; against the
     size of our sweep best on dev, and, where ``table1`` names another, against the size nearest
     the INN's parameter count), and the INN's accuracy above the BiGRU's and the BiLSTM's
-    (Table 2). The verdict reads the interval that decides ``distinguishable``: *reproduced*
-    where it excludes zero in the paper's direction, *not reproduced* where it excludes zero in
-    the other, *inconclusive* otherwise; with one seed on either side it is the test-set
-    interval, and the verdict says "on one seed". Table 1's claim is also judged as a whole
-    (:func:`_whole_claim`), over the b it was tested at.
+    (Table 2). The INN is the registry's claimed model, the b-LSTM its swept baseline, the BiGRU
+    and BiLSTM the paper's bidirectional baselines (:func:`inn.models.paper_baselines`); other
+    models' comparisons are in ``comparisons`` and test no claim of the paper. The verdict reads
+    the interval that decides ``distinguishable``: *reproduced* where it excludes zero in the
+    paper's direction, *not reproduced* where it excludes zero in the other, *inconclusive*
+    otherwise; with one seed on either side it is the test-set interval, and the verdict says
+    "on one seed". Table 1's claim is also judged as a whole (:func:`_whole_claim`), over the b
+    it was tested at.
     """
+    claimed, swept = model_with_role("claimed"), model_with_role("swept")
+    inn, blstm = MODELS[claimed].display, MODELS[swept].display  # "INN", "b-LSTM"
+    best_size = f"{swept}_best_size"
     chosen = {} if table1 is None or table1.empty else {
-        f"b{r.b}": r.bilstm_best_size for r in table1.itertuples() if "bilstm_best_size" in table1}
+        f"b{r.b}": getattr(r, best_size) for r in table1.itertuples() if best_size in table1}
     rows = []
     for r in comparisons.itertuples() if not comparisons.empty else []:
-        if r.model != "inn":
+        if r.model != claimed:
             continue
-        if r.task == "walks" and str(r.baseline).startswith("bilstm"):
+        if r.task == "walks" and base_name(str(r.baseline)) == swept:
             b = float(str(r.dataset).removeprefix("b"))
             if b > 1:
                 continue
-            claim, sign = f"INN error below the b-LSTM's (b = {b:g})", -1
-            size = int(str(r.baseline).removeprefix("bilstm-h"))
+            claim, sign = f"{inn} error below the {blstm}'s (b = {b:g})", -1
+            size = int(str(r.baseline).removeprefix(f"{swept}-h"))
             best = chosen.get(r.dataset, chosen.get(f"b{b}"))
             if best is not None and not pd.isna(best) and size != int(best):
                 claim += f", against the size nearest its parameter count ({size} units)"
             theirs = paper.TABLE1.get(b, {})
-            paper_difference = theirs.get("inn", np.nan) - theirs.get("bilstm", np.nan)
-        elif r.task == "pos" and r.baseline in ("bigru", "bilstm"):
-            claim, sign = f"INN accuracy above the {MODELS[r.baseline].display}'s ({r.dataset})", 1
-            paper_difference = paper.TABLE2_WSJ["inn"] - paper.TABLE2_WSJ[r.baseline]
+            paper_difference = theirs.get(claimed, np.nan) - theirs.get(swept, np.nan)
+        elif r.task == "pos" and r.baseline in paper_baselines():
+            claim, sign = f"{inn} accuracy above the {MODELS[r.baseline].display}'s ({r.dataset})", 1
+            paper_difference = paper.TABLE2_WSJ.get(claimed, np.nan) - paper.TABLE2_WSJ.get(r.baseline, np.nan)
         else:
             continue
         # the interval's bounds in the paper's direction: both above zero where the claim holds
@@ -467,8 +480,10 @@ def _whole_claim(rows: list[dict]) -> list[dict]:
                          if name in counts) +
                f"; {holding} of {len(tested)} hold after Holm's correction for {len(tested)} tests" +
                ("; some rest on one seed" if any("on one seed" in r["verdict"] for r in tested) else ""))
-    return [{"claim": "INN error below the b-LSTM's for b <= 1, as a whole", "task": "walks", "dataset": "all tested",
-             "scale": ",".join(sorted({str(r["scale"]) for r in tested})), "model": "inn", "baseline": "bilstm",
+    claimed, swept = model_with_role("claimed"), model_with_role("swept")
+    return [{"claim": f"{MODELS[claimed].display} error below the {MODELS[swept].display}'s for b <= 1, as a whole",
+             "task": "walks", "dataset": "all tested",
+             "scale": ",".join(sorted({str(r["scale"]) for r in tested})), "model": claimed, "baseline": swept,
              "metric": "error", "paper_difference": np.nan, "difference": np.nan, "low": np.nan, "high": np.nan,
              "interval": "per b, above", "model_seeds": min(r["model_seeds"] for r in tested),
              "baseline_seeds": min(r["baseline_seeds"] for r in tested), "verdict": verdict, "p_value": np.nan}]

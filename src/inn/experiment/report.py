@@ -34,7 +34,7 @@ from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
 from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.io import atomic_open  # noqa: E402
-from inn.models import MODELS, bidirectional_baselines  # noqa: E402
+from inn.models import MODELS, bidirectional_baselines, model_with_role  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -218,8 +218,9 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
             pivot = group.pivot_table(index="method", columns="n", values="forward_backward_s", aggfunc="min")
             pivot = pivot.reindex(list(dict.fromkeys(group.method)))
             longest = pivot.columns.max()
-            if "bigru" in pivot.index:
-                pivot[f"x BiGRU at n={longest}"] = pivot[longest] / pivot.loc["bigru", longest]
+            reference = model_with_role("timing_reference")  # the BiGRU
+            if reference in pivot.index:
+                pivot[f"x {MODELS[reference].label} at n={longest}"] = pivot[longest] / pivot.loc[reference, longest]
             pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
             title = f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}"
             tables.append({"title": title, "table": pivot.reset_index()})
@@ -242,7 +243,7 @@ def table1_figure(table1: pd.DataFrame) -> str | None:
     fig, ax = plt.subplots(figsize=(6.4, 4))
     b = table1.b.to_numpy()
     ax.plot(b, table1.floor, "k-", lw=2, label="Bayes-optimal floor (this task)")
-    colours = {"inn": "C0", "inn_lstm": "C2", "bilstm": "C1"}
+    colours = {name: spec.colour for name, spec in MODELS.items() if spec.colour}
     others = iter(f"C{i}" for i in range(3, 100))  # the models of one's own
     for name, _ in table1_models(table1):
         colour = colours.get(name) or next(others)
@@ -252,8 +253,9 @@ def table1_figure(table1: pd.DataFrame) -> str | None:
             for bias, values in zip(b, table1[f"{name}_errors"]):
                 seeds = _per_seed(values)
                 ax.plot([bias] * len(seeds), seeds, ".", color=colour, alpha=0.5)
-    ax.plot(b, table1.paper_inn_error, "s--", color="C0", mfc="none", label="INN (paper)")
-    ax.plot(b, table1.paper_bilstm_error, "s--", color="C1", mfc="none", label="b-LSTM (paper)")
+    for name in (model_with_role("claimed"), model_with_role("swept")):  # the paper's INN and b-LSTM
+        ax.plot(b, table1[f"paper_{name}_error"], "s--", color=colours.get(name), mfc="none",
+                label=f"{MODELS[name].display} (paper)")
     ax.set(xlabel="bias b", ylabel="per-step error", title="Table 1: error against bias (dots: seeds)")
     ax.legend(fontsize=7)
     return figure_uri(fig)
@@ -322,6 +324,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = fmt
+    env.globals["swept"] = model_with_role("swept")  # Table 1's b-LSTM columns are named by it
     template = env.get_template("report.html.j2")
     return template.render(
         title="Implicitly-defined neural networks for sequence labeling: reproduction report",

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from inn.errors import InnError, at_least, positive_int
 from inn.experiment import paper
+from inn.models import model_with_role
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,9 @@ def fit_timing_main(argv: list[str]) -> None:
         columns=["task", "dataset", "model", "n", "seconds"])
     fits = fit_table(measurements, ["task", "dataset", "model"]) if frames else pd.DataFrame(
         columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max"])
-    fits["paper_a"] = [paper.TIMING.get(t, {}).get("a") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
-    fits["paper_p"] = [paper.TIMING.get(t, {}).get("p") if m == "inn" else None for t, m in zip(fits.task, fits.model)]
+    claimed = model_with_role("claimed")  # the paper fitted its INN's times
+    for column in ("a", "p"):
+        fits[f"paper_{column}"] = [paper.TIMING.get(t, {}).get(column) if m == claimed else None
+                                   for t, m in zip(fits.task, fits.model)]
     write_tsv(args.measurements, measurements)
     write_tsv(args.out, fits)

@@ -103,31 +103,37 @@ def verdict_view(verdict: pd.DataFrame) -> TableView:
     return view
 
 
-#: Table 1's short names of the package's models; one registered elsewhere shows its display name
-TABLE1_NAMES = {"inn": "INN", "inn_lstm": "implicit LSTM", "bilstm": "b-LSTM"}
+def model_label(name: str) -> str:
+    """A model's name in a table's header (:attr:`inn.models.ModelSpec.label`); a model whose
+    module is not imported here shows its registry name."""
+    from inn.models import MODELS
+
+    return MODELS[name].label if name in MODELS else name
 
 
 def table1_models(table1: pd.DataFrame) -> list[tuple[str, str]]:
     """(model, name) of Table 1's column groups, read from the table itself (its ``<model>_error``
     columns, so that a table of a model registered by a module of one's own shows it without
-    that module): the INN always, every other implicit model that has a run, the b-LSTM last."""
-    from inn.models import MODELS
+    that module): the registry's claimed model (the INN) always, every other implicit model that
+    has a run, the swept baseline (the b-LSTM) last."""
+    from inn.models import model_with_role
 
-    names = [c.removesuffix("_error") for c in table1.columns
-             if c.endswith("_error") and not c.startswith("paper_") and c not in ("inn_error", "bilstm_error")]
+    claimed, swept = model_with_role("claimed"), model_with_role("swept")
+    names = [c.removesuffix("_error") for c in table1.columns if c.endswith("_error")
+             and not c.startswith("paper_") and c not in (f"{claimed}_error", f"{swept}_error")]
     shown = [name for name in names if table1[f"{name}_error"].notna().any()]
-    label = (lambda name: TABLE1_NAMES.get(name) or (MODELS[name].display if name in MODELS else name))
-    return [(name, label(name)) for name in ("inn", *shown, "bilstm")]
+    return [(name, model_label(name)) for name in (claimed, *shown, swept)]
 
 
 def table1_view(table1: pd.DataFrame) -> TableView:
     models = table1_models(table1)
+    (claimed, inn), (swept, blstm) = models[0], models[-1]
     columns = [("b", ""), ("floor", "")]
     for _, name in models:
         columns += [(f"{name} error", ""), (f"{name} excess [95% CI]", "")]
-    columns += [("b-LSTM size (best on dev)", ""),
+    columns += [(f"{blstm} size (best on dev)", ""),
                 ("parameters: " + " / ".join(name for _, name in models), ""),
-                ("ended by patience / cap", ""), ("paper: INN", "paper"), ("paper: b-LSTM", "paper")]
+                ("ended by patience / cap", ""), (f"paper: {inn}", "paper"), (f"paper: {blstm}", "paper")]
     view = TableView("table1", "Table 1: biased random walks (per-step error)", columns)
     most = int(max(table1[f"{model}_seeds"].max() for model, _ in models)) if len(table1) else 0
     for r in table1.to_dict("records"):
@@ -135,10 +141,11 @@ def table1_view(table1: pd.DataFrame) -> TableView:
         for model, _ in models:
             cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"], most),
                       _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"])]
-        largest = " (largest tried)" if r.get("bilstm_best_is_largest") is True else ""
-        cells += [fmt(r["bilstm_best_size"], 0) + largest, " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
-                  f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r["paper_inn_error"]),
-                  fmt(r["paper_bilstm_error"])]
+        largest = " (largest tried)" if r.get(f"{swept}_best_is_largest") is True else ""
+        cells += [fmt(r[f"{swept}_best_size"], 0) + largest,
+                  " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
+                  f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r[f"paper_{claimed}_error"]),
+                  fmt(r[f"paper_{swept}_error"])]
         view.add(cells)
     return view
 
