@@ -59,7 +59,8 @@ def test_every_library_module_has_a_page(pages):
     ("inn/nn/implicit_layer.html", ["CellLinearization", "AutogradLinearization", "ImplicitSystem"]),
     ("inn/solvers.html", ["solve", "SolverStats", "ResultCode", "FixedPointSystem", "register_solver",
                           "SolverSpec", "SolverOption", "SOLVERS"]),
-    ("inn/models.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS"]),
+    ("inn/models.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS", "ROLES",
+                          "model_with_role"]),
 ])
 def test_the_key_objects_are_documented(pages, page, names):
     for name in names:
