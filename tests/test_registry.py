@@ -16,15 +16,17 @@ import yaml
 
 from inn.errors import InnError
 from inn.experiment.collect import main as collect_main
-from inn.experiment.config import load_schema
+from inn.experiment.config import load_schema, validate_config
 from inn.models import MODELS, ROLES, ModelConfig, ModelSpec, build_model, model_with_role, register
 from inn.tables import read_tsv, write_tsv
 from test_workflow import REPO, SNAKEMAKE
 
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
 
 def test_the_schemas_model_lists_are_the_registrys():
     """The schema file's lists document the models (validation takes them from the registry)."""
-    models = load_schema(REPO / "workflow/schemas/config.schema.yaml")["properties"]["models"]["properties"]
+    models = load_schema(SCHEMA)["properties"]["models"]["properties"]
     for task in ("pos", "walks"):
         assert models[task]["properties"]["run"]["items"]["enum"] == [
             name for name, spec in MODELS.items() if task in spec.tasks]
@@ -150,6 +152,17 @@ def test_the_roles_not_the_names_decide_the_claims(tmp_path, registry):
     with pytest.raises(InnError, match="^model mine: unknown role 'paper'; use one of claimed, swept, timing_ref"):
         register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="paper"))
     assert [model_with_role(role) for role in ROLES] == ["inn", "bilstm", "bigru"]
+    # A module of one's own that replaces the INN without its role: the config check says so, in one line.
+    (tmp_path / "replaces_inn.py").write_text(
+        "import dataclasses\nfrom inn.models import MODELS, register\n"
+        "register(dataclasses.replace(MODELS['inn'], display='My INN', role=None))\n")
+    inn = MODELS["inn"]
+    with pytest.raises(InnError) as error:
+        validate_config({"imports": [str(tmp_path / "replaces_inn.py")]}, load_schema(SCHEMA))
+    assert str(error.value) == (
+        "config: imports: no model of the registry plays the role claimed (" + ROLES["claimed"] + "): a module "
+        "replaced the package's model without it; give the ModelSpec that replaces it role='claimed'")
+    register(inn)
     register(dataclasses.replace(MODELS["inn"], role=None))
     register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="claimed",
                        sizes={"walks": ("inn_hidden_size",)}))

@@ -254,8 +254,10 @@ def model_with_role(role: str) -> str:
     for name, spec in MODELS.items():
         if spec.role == role:
             return name
-    raise InnError(f"no model of the registry plays the role {role!r} ({ROLES.get(role, 'not a role')}); "
-                   f"the package's models play {', '.join(ROLES)}")
+    if role not in ROLES:
+        raise InnError(f"unknown model role {role!r}; use one of {', '.join(ROLES)}")
+    raise InnError(f"no model of the registry plays the role {role} ({ROLES[role]}): a module replaced the "
+                   f"package's model without it; give the ModelSpec that replaces it role={role!r}")
 
 
 def paper_baselines() -> list[str]:

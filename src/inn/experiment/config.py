@@ -34,7 +34,7 @@ import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
-from inn.models import FEATURES, MODELS, ModelConfig
+from inn.models import FEATURES, MODELS, ROLES, ModelConfig, model_with_role
 from inn.solvers import SOLVERS, check_solver_options
 
 
@@ -198,13 +198,19 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
 
 def _import_user_modules(config: Mapping) -> None:
     """Import the config's ``imports`` (:mod:`inn.user_modules`) before its model names are
-    checked, so that a model they register is one the config may name. A malformed list is
-    left to the schema's line."""
+    checked, so that a model they register is one the config may name, and check that the
+    paper's models still play their roles (:data:`inn.models.ROLES`) after them. A malformed
+    list is left to the schema's line."""
     names = config.get("imports")
     if isinstance(names, list) and all(isinstance(name, str) for name in names):
         from inn.user_modules import import_modules
 
         import_modules(names, "config: imports")
+        for role in ROLES:
+            try:
+                model_with_role(role)
+            except InnError as error:
+                raise InnError(f"config: imports: {error}") from None
 
 
 def with_registry(schema: Mapping) -> dict:
