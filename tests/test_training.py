@@ -48,7 +48,7 @@ def _cfg(**kw) -> TrainConfig:
 
 
 def _no_timing(history: pd.DataFrame) -> pd.DataFrame:
-    return history.drop(columns=["seconds"])
+    return history.drop(columns=["seconds", "cpu_seconds"], errors="ignore")
 
 
 def test_model_names():
