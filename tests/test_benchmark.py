@@ -261,7 +261,8 @@ def _walks_checkpoint(path, hidden=4, **solver_options):
 def test_breakdown_reports_each_training_batch(tmp_path, capsys):
     """--breakdown: one row per batch with forward and adjoint iterations, limit hits and their
     codes, F evaluations, Jacobian products, and a time split that adds up to the total."""
-    ckpt = _walks_checkpoint(tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False)
+    ckpt = _walks_checkpoint(tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False,
+                             backward_fallback=None)
     out = tmp_path / "breakdown.tsv"
     main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "6", "--batches", "2", "--batch-size", "4",
           "--baselines", "gru", "lstm", "--threads", "1", "--clock", "process", "--device", "cpu", "--out", str(out)])
@@ -302,13 +303,14 @@ def test_breakdown_needs_a_whole_implicit_model(tmp_path):
         main(["--breakdown", "--checkpoint", str(explicit), "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
 
 
-def test_breakdown_of_the_b05_walks_fixture_meets_its_trained_systems(tmp_path):
-    """The epoch-5 b = 0.5 walks INN (tests/fixtures/README.md): one batch of 20 walks of 8 steps
-    through the whole model, its own loss; the trained systems take more than a fresh layer's
-    handful of forward iterations."""
+@pytest.mark.parametrize("name", ["walks_b05_inn_epoch5.pt", "walks_b05_inn_seed2_epoch8.pt"])
+def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_path, name):
+    """The b = 0.5 walks INNs after epochs 5 and 8 (tests/fixtures/README.md): one batch of 20
+    walks of 8 steps through the whole model, its own loss; the trained systems take more than a
+    fresh layer's handful of forward iterations."""
     from pathlib import Path
 
-    fixture = Path(__file__).parent / "fixtures" / "walks_b05_inn_epoch5.pt"
+    fixture = Path(__file__).parent / "fixtures" / name
     out = tmp_path / "fixture.tsv"
     main(["--breakdown", "--checkpoint", str(fixture), "--lengths", "8", "--batches", "1", "--baselines",
           "--threads", "1", "--device", "cpu", "--out", str(out)])

@@ -75,7 +75,7 @@ def test_mixed_precision_adjoint_reaches_the_float64_gradients(low_precision, mo
         x = x.clone().requires_grad_(True)
         (lay(x, mask) * target.to(x.dtype)).sum().backward()
         grads.append(torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in lay.parameters()]).double())
-    assert layer.last_backward_stats.converged.all() and len(passes) == int(low_precision)
+    assert layer.last_backward_stats.converged.all() and (len(passes) > 0) == low_precision
     assert float((grads[1] - grads[0]).norm() / grads[0].norm()) < 1e-4
 
 
@@ -209,7 +209,7 @@ def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
     assert stats.extra["fallback"] == 3 and stats.converged.all() and float(stats.residual.max()) <= 1e-9
     # without the fallback the same float32 solve misses (the test can fail)
     plain = make_layer(scale=1.5, dtype=torch.float32, tol=1e-6, solver="anderson", backward_tol=1e-9,
-                       backward_max_iter=1)
+                       backward_max_iter=1, backward_fallback=None)
     plain.load_state_dict(layer.state_dict())
     with pytest.warns(Warning, match="did not reach tol"):
         (plain(xi.float(), mask) * target.float()).sum().backward()

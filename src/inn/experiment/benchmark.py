@@ -599,8 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
                              "(inn.experiment.breakdown)")
     parser.add_argument("--batches", type=positive_int, default=5, help="--breakdown: batches per length")
-    parser.add_argument("--fallback", choices=["float64", "direct"],
-                        help="--breakdown: the model's adjoint with this backward_fallback (default: as trained, none)")
+    parser.add_argument("--fallback", choices=["none", "float64", "direct"],
+                        help="--breakdown: the model's adjoint with this backward_fallback (none: off; default: as "
+                             "trained, else the layer's float64)")
     parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
     parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
     return parser

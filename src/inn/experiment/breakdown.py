@@ -16,7 +16,8 @@ sentence loss as the checkpoint's settings say; no warm starts), and writes one 
 - time split into ``solve_s`` (the forward solve), ``F_s`` (F with autograd at the solution
   and its backward pass, which carries u to the parameters), ``adjoint_s`` (the adjoint solve)
   and ``rest_s`` (encoder, output layer, loss and their backward);
-- with ``--fallback float64`` or ``direct``: the same batches with the adjoint's float64 fallback on;
+- with ``--fallback none``, ``float64`` or ``direct``: the adjoint's float64 fallback set so
+  (the layer's default is ``float64``);
 - the forward+backward time of a bidirectional GRU and LSTM of the same k on the same inputs
   (``--baselines``), fresh weights, the trained model's loss replaced by a linear one.
 
@@ -208,7 +209,8 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
     dtype = getattr(torch, args.dtype)
     model.to(dtype=dtype).train()
     if getattr(args, "fallback", None):  # the adjoint's float64 fallback (inn.nn.implicit_function)
-        model.rnn.backward_options = {**model.rnn.backward_options, "backward_fallback": args.fallback}
+        fallback = None if args.fallback == "none" else args.fallback
+        model.rnn.backward_options = {**model.rnn.backward_options, "backward_fallback": fallback}
     k = model.rnn.state_size if model.rnn.output_size == model.rnn.state_size else model.rnn.output_size
     normalise = meta.get("settings", {}).get("training", {}).get("loss", "token" if model.config.task == "walks" else "sentence")
     make = training_batches(model, meta, args.data, args.batch, args.seed)

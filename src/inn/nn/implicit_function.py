@@ -29,7 +29,8 @@ CUDA graphs (``backward_cuda_graph``: True, False or ``"auto"``; default the for
 ``cuda_graph``): the ``"anderson"`` adjoint's solve in captured segments of steps, one host
 sync per segment (:mod:`inn.solvers.cuda_graph`).
 
-Float64 fallback (``backward_fallback``, off by default): on trained weights a few sequences
+Float64 fallback (``backward_fallback``, ``"float64"`` by default; None turns it off): on
+trained weights a few sequences
 have an ill-conditioned adjoint system (on the b = 0.5 walks INN sigma_min(I - J) ~ 3e-6 and
 ||u|| ~ 2e4 ||dL/dH||), where float32 J^T products are too coarse for the relative residual
 1e-4 and the float32 solve stagnates to its limit. With ``"float64"`` (Anderson) or
@@ -54,12 +55,16 @@ from torch import Tensor
 from inn import solvers
 from inn.errors import InnError
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
+from inn.solvers.anderson import compaction_pays
 
 #: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``), by name: their
 #: records, with types and ranges, are :data:`inn.solvers.BACKWARD_OPTIONS`
 BACKWARD_OPTIONS = tuple(option.name for option in solvers.BACKWARD_OPTIONS)
 #: ``backward_fallback`` values: how the sequences a float32 adjoint leaves above tol are solved again
 FALLBACKS = (None, "float64", "direct")
+#: the layers' ``backward_fallback`` with an exact adjoint: a float32 adjoint that cannot certify
+#: tol is finished in float64 (approximate adjoints have none)
+DEFAULT_FALLBACK = "float64"
 
 
 def check_backward_options(options: dict[str, Any]) -> None:
@@ -78,7 +83,7 @@ def check_backward_options(options: dict[str, Any]) -> None:
     steps = options.get("backward_steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InnError(f"backward_steps must be a positive integer, not {steps!r}")
-    fallback = options.get("backward_fallback")
+    fallback = options.get("backward_fallback", DEFAULT_FALLBACK if method in ADJOINT_SOLVERS else None)
     if fallback not in FALLBACKS:
         raise InnError(f"backward_fallback must be one of {', '.join(map(str, FALLBACKS))}, not {fallback!r}")
     if fallback is not None and method not in ADJOINT_SOLVERS:
@@ -106,7 +111,7 @@ class ImplicitBackward(torch.autograd.Function):
         layer = ctx.layer
         opts = dict(layer.backward_options)
         method = opts.pop("backward_solver", "anderson")
-        fallback = opts.pop("backward_fallback", None)
+        fallback = opts.pop("backward_fallback", DEFAULT_FALLBACK)
         fallback_after = opts.pop("backward_fallback_after", 40)
         tol = opts.pop("backward_tol", None)
         if tol is None:
@@ -127,6 +132,9 @@ class ImplicitBackward(torch.autograd.Function):
                              "cuda_graph": opts.pop("backward_cuda_graph", layer.options.get("cuda_graph", False))}
                     if "cuda_graph_steps" in layer.options:
                         extra["cuda_graph_steps"] = layer.options["cuda_graph_steps"]
+                    if ctx.H is not None and compaction_pays(g.device, layer.options.get("compact", "auto")):
+                        H = ctx.H  # the sequences that go on, linearised again alone
+                        extra["select"] = lambda rows: lin.system.select(rows).linearize(H[rows])
                 start = getattr(layer, "adjoint_start", None)
                 if start is not None and start.shape == g.shape:
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf

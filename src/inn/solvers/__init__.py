@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -141,6 +141,8 @@ for _spec in (
                      choices=("auto",), resumable=True),
         SolverOption("cuda_graph_steps", _graphs.DEFAULT_STEPS, "steps per captured chunk", type="integer",
                      minimum=1, resumable=True),
+        SolverOption("compact", "auto", "sequences that are done leave the batch, forward and adjoint (auto: on "
+                     "a CPU)", type="boolean", choices=("auto",)),
     ), max_iter=200, candidates=("zeros", "one_step", "random"),
         doc="Anderson-accelerated fixed-point iteration (inn.solvers.anderson)"),
     SolverSpec("fixed_point", _anderson.fixed_point, (_BETA, _sweep("jacobi"), _DIVERGENCE),
@@ -456,9 +458,13 @@ def _adjoint_segment_map(inputs: tuple[Any, Tensor]):
 
 def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
                       low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None,
-                      cuda_graph: bool | str = False, cuda_graph_steps: int = _graphs.DEFAULT_STEPS):
+                      cuda_graph: bool | str = False, cuda_graph_steps: int = _graphs.DEFAULT_STEPS,
+                      select: Callable[[Tensor], Any] | None = None):
     """Anderson on the adjoint u = g + J^T u; ``cuda_graph``: the (final-precision) tridiagonal
-    solve in captured segments, as the forward's (:func:`inn.solvers.anderson.anderson`)."""
+    solve in captured segments, as the forward's (:func:`inn.solvers.anderson.anderson`).
+    ``select``: ``rows -> the linearisation of those sequences alone``; with it the eager
+    tridiagonal solve drops the sequences that are done from the batch (the forward's
+    ``compact``), each compaction costing one cell evaluation of the sequences that go on."""
     _graphs.check_steps(cuda_graph_steps)
     obstacle = None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured"
     if not lin.system.graphable:
@@ -486,7 +492,8 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         if low is not None:
             u0, its_pass, _, _, low_evals, _ = _anderson.anderson_iterate(
                 _adjoint_step(low.vjp, g, copy, scale), u0, lambda u: scale, tol=low_precision_tol,
-                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory)
+                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory,
+                restrict=_adjoint_restrict(select, g, scale, low=True) if select is not None else None)
             its_low = its_low + its_pass
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
@@ -496,15 +503,29 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
             _adjoint_segment_map, (lin, g), u0, tol=tol, max_iter=max_iter, memory=memory, steps=cuda_graph_steps,
             kind="adjoint tridiagonal")
     else:
+        restrict = _adjoint_restrict(select, g, scale) if select is not None and sweep == "tridiagonal" else None
         u, its, res, code, evals, checks = _anderson.anderson_iterate(
-            fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual
-        )
+            fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual,
+            restrict=restrict)
     its = its + its_low
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
     # J^T products: both passes' (bfloat16 ones too, as the forward counts its bfloat16 F)
     return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, low_evals + evals + checks)
+
+
+def _adjoint_restrict(select: Callable[[Tensor], Any], g: Tensor, scale: Tensor, low: bool = False):
+    """``rows -> (map, scale, None)``: the tridiagonal adjoint step of the sequences at
+    ``rows`` alone (their linearisation from ``select``; ``low``: its bfloat16 version). The
+    step reports its true residual, so no separate check is needed."""
+
+    def restrict(rows: Tensor):
+        sub, sub_scale = select(rows), scale[rows]
+        products = (sub.low_precision() or sub) if low else sub
+        return _adjoint_step(products.vjp, g[rows], copy_inverse(sub), sub_scale), (lambda u: sub_scale), None
+
+    return restrict
 
 
 def _adjoint_fixed_point(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
@@ -608,8 +629,8 @@ BACKWARD_OPTIONS = (
                  type="integer", minimum=1),
     SolverOption("backward_damping", APPROXIMATE_OPTIONS["phantom"]["damping"], "phantom only: their damping",
                  type="number", exclusive_minimum=0, maximum=1),
-    SolverOption("backward_fallback", None, "exact adjoints: solve the sequences a float32 adjoint leaves above tol "
-                 "again on the float64 system (float64: Anderson; direct: block-tridiagonal)",
+    SolverOption("backward_fallback", "float64", "exact adjoints: solve the sequences a float32 adjoint leaves above "
+                 "tol again on the float64 system (float64: Anderson; direct: block-tridiagonal; null: never)",
                  choices=("float64", "direct"), nullable=True),
     SolverOption("backward_fallback_after", 40, "float32 adjoint iterations before the fallback takes over",
                  type="integer", minimum=1),

@@ -68,6 +68,7 @@ def anderson_iterate(
     divergence_factor: float = 1e4,
     true_residual: Callable[[Tensor], Tensor] | None = None,
     first: Tensor | tuple[Tensor, Tensor] | None = None,
+    restrict: Restrict | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
     """Iterate x <- fmap(x) with Anderson(memory) until the residual is below ``tol``.
 
@@ -79,11 +80,23 @@ def anderson_iterate(
     (x, iterations, residual, code, fmap evaluations,
     true-residual evaluations), per sample; each sample keeps its lowest-residual iterate and
     stops when done.
+
+    ``restrict``: ``rows -> (fmap, scale, true_residual)`` of the samples at ``rows`` alone
+    (indices into x's batch): with it, the samples that are done leave the batch once a
+    quarter of it is done (:meth:`AndersonState.run`), so that a batch costs what its samples
+    need rather than its slowest sample's iterations times its size. Only for ``groups == 1``.
     """
     state = AndersonState(x, tol=tol, groups=groups, memory=memory, beta=beta, regularization=regularization,
                           divergence_factor=divergence_factor)
-    evals, reported = state.run(fmap, scale, 0, max_iter, true_residual, first)
+    evals, reported, true_residual = state.run(fmap, scale, 0, max_iter, true_residual, first, restrict)
     return (*state.finish(true_residual, reported), evals, state.checks)
+
+
+#: ``rows -> (map, scale of its residual, true residual or None)`` of the samples at ``rows``
+Restrict = Callable[[Tensor], tuple[Callable, Callable[[Tensor], Tensor], Callable[[Tensor], Tensor] | None]]
+
+#: the working batch is compacted once at most this share of it is still iterating
+COMPACT_AT = 0.75
 
 
 class AndersonState:
@@ -128,6 +141,10 @@ class AndersonState:
         self.iterations = torch.empty(B, dtype=torch.int64, device=dev)
         self.checks = 0  # true-residual evaluations
         self._buffers = {name: getattr(self, name) for name in self.FIELDS}
+        #: after a compaction (:meth:`select_`): the batch rows the working samples are, and the
+        #: finished results of the whole batch (x, iterations, residual, code); else None
+        self.rows: Tensor | None = None
+        self.out: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
         self.reset_(x)
 
     def reset_(self, x: Tensor) -> None:
@@ -239,10 +256,17 @@ class AndersonState:
 
     def run(self, fmap: Callable[[Tensor], Tensor | tuple[Tensor, Tensor]], scale: Callable[[Tensor], Tensor],
             start: int, max_iter: int, true_residual: Callable[[Tensor], Tensor] | None = None,
-            first: Tensor | tuple[Tensor, Tensor] | None = None) -> tuple[int, Tensor | None]:
+            first: Tensor | tuple[Tensor, Tensor] | None = None,
+            restrict: Restrict | None = None) -> tuple[int, Tensor | None, Callable[[Tensor], Tensor] | None]:
         """Steps ``start`` .. ``max_iter``, stopping as soon as every sample is done: the eager
-        loop. Returns the number of map evaluations and the last reported residual (None when
-        the map reports none). ``first``: the map's value at x in step 0, when known."""
+        loop. Returns the number of map evaluations, the last reported residual (None when
+        the map reports none) and the true residual of the working samples (``restrict``'s
+        after a compaction). ``first``: the map's value at x in step 0, when known.
+
+        With ``restrict`` (see :func:`anderson_iterate`), whenever at most :data:`COMPACT_AT`
+        of the working samples are still iterating, the finished ones are stowed and the rest
+        go on alone (:meth:`select_`): per sample the same steps (Anderson's weights are each
+        sample's own), at the cost of their own iterations only."""
         evals, reported = 0, None
         for it in range(start, max_iter + 1):
             fx, g, reported = self.observe(first if it == 0 and first is not None else fmap(self.x), scale, it)
@@ -253,22 +277,65 @@ class AndersonState:
             # the time (anderson_chunked runs steps without it).
             if bool(self.done.all()) or it == max_iter:
                 break
+            if restrict is not None and self.groups == 1:
+                keep = (~self.done).nonzero().flatten()
+                if keep.numel() <= COMPACT_AT * self.done.numel():
+                    fx, g = fx[keep], g[keep]
+                    self.select_(keep)
+                    fmap, scale, true_residual = restrict(self.rows)
             self.advance(it, fx, g)
-        return evals, reported
+        return evals, reported, true_residual
+
+    def select_(self, keep: Tensor) -> None:
+        """Stow the finished results of the working samples not in ``keep`` (local indices)
+        and go on with those in ``keep`` alone: every per-sample field and ring buffer is cut
+        to them. Eager solves only (a captured segment needs fixed shapes)."""
+        B0 = self.done.numel() if self.rows is None else self.out[0].shape[0]
+        if self.rows is None:
+            self.rows = torch.arange(B0, device=keep.device)
+            x = self.best_x
+            self.out = (torch.empty_like(x), torch.empty_like(self.iterations),
+                        x.new_empty(B0), torch.empty_like(self.iterations))
+        stowed = torch.ones_like(self.done)
+        stowed[keep] = False
+        self._stow(stowed)
+        for name in self.FIELDS:
+            setattr(self, name, getattr(self, name)[keep])
+        for name in ("Gb", "Fb", "Xb"):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name)[keep])
+        self.ones = self.ones[: keep.numel()]
+        self.rows = self.rows[keep]
+
+    def _stow(self, which: Tensor) -> None:
+        """Write the results of the working samples ``which`` (a mask) into :attr:`out`."""
+        x, iterations, res, code = self._results()
+        rows = self.rows[which]
+        for out, value in zip(self.out, (x, iterations, res, code)):
+            out[rows] = value[which]
 
     def finish(self, true_residual: Callable[[Tensor], Tensor] | None = None,
                reported: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(best iterate, iterations, residual, :class:`ResultCode`) per sample. Under a proxy
-        residual, samples that ran out of iterations get their true residual reported too."""
-        failed = self.nonfinite | self.diverged
-        verified, true_res = self.verified, self.true_res
+        residual, samples that ran out of iterations get their true residual reported too
+        (``true_residual``: the working samples' after a compaction)."""
         if true_residual is not None and reported is None:
-            unchecked = ~verified & ~failed & ~torch.isfinite(true_res)
+            failed = self.nonfinite | self.diverged
+            unchecked = ~self.verified & ~failed & ~torch.isfinite(self.true_res)
             if bool(unchecked.any()):
                 r = true_residual(self.best_x)
                 self.checks += 1
-                true_res = torch.where(unchecked, r, true_res)
-            verified = verified | (~failed & (true_res <= self.tol))
+                self.true_res = torch.where(unchecked, r, self.true_res)
+            self.verified = self.verified | (~failed & (self.true_res <= self.tol))
+        if self.rows is None:
+            return self._results()
+        self._stow(torch.ones_like(self.done))
+        return self.out
+
+    def _results(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(best iterate, iterations, residual, code) of the working samples as they stand."""
+        failed = self.nonfinite | self.diverged
+        verified, true_res = self.verified, self.true_res
         converged = verified & ~failed
         B, dev = verified.shape[0], verified.device
         code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
@@ -389,7 +456,7 @@ def _map(system, sweep: str):
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
              memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
              divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
-             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS):
+             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS, compact: bool | str = "auto"):
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`.
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
@@ -403,9 +470,12 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     ``cuda_graph_steps`` steps (:func:`anderson_chunked`), one host sync per segment; the
     bfloat16 first pass runs eagerly. Not for the red-black sweep, whose true-residual checks
     sync with the host.
+
+    Compaction (``compact``: True, False or ``"auto"``, see :func:`compaction_pays`): the
+    sequences that are done leave the batch (:meth:`AndersonState.run`), in the eager loop.
     """
     kwargs = dict(groups=groups, memory=memory, beta=beta, regularization=regularization,
-                  divergence_factor=divergence_factor)
+                  divergence_factor=divergence_factor, compact=compaction_pays(H.device, compact) and groups == 1)
     graphs.check_steps(cuda_graph_steps)
     obstacle = "the red_black sweep checks its true residual on the host" if sweep == "red_black" else None
     if not system.graphable:
@@ -457,9 +527,22 @@ def low_precision_version(target, like: Tensor, setting: bool | str, tol: float,
     return target.low_precision()
 
 
-def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0, **kwargs):
+def compaction_pays(device: torch.device, setting: bool | str) -> bool:
+    """Resolve a ``compact`` option: ``"auto"`` is True on a CPU, where a step's cost is its
+    arithmetic and so proportional to the samples in it, False elsewhere (on a GPU at these
+    sizes a step costs its kernel launches, whatever the batch)."""
+    if setting == "auto":
+        return device.type == "cpu"
+    if not isinstance(setting, bool):
+        raise InnError(f"compact must be true, false or 'auto', not {setting!r}")
+    return setting
+
+
+def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0,
+             compact: bool = False, **kwargs):
     """Anderson on ``system`` with the map of ``sweep``; ``graph_steps``: in captured segments
-    of that many steps (:func:`anderson_chunked`), 0 for the eager loop."""
+    of that many steps (:func:`anderson_chunked`), 0 for the eager loop, which drops the
+    sequences that are done from the batch when ``compact``."""
     fmap = _map(system, sweep)
     # the tridiagonal step from H = 0 needs no matrix products (the cell's step_from_zero, if any)
     from_zero = sweep == "tridiagonal" and not bool(H.any())
@@ -467,9 +550,15 @@ def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_
     if graph_steps:
         return anderson_chunked(lambda sy: (_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,
                                 first=first, steps=graph_steps, kind=f"forward {sweep}", **kwargs)
-    true_residual = None if sweep == "jacobi" else (lambda x: relative_residual(x - system.F(x), x))
-    return anderson_iterate(fmap, H, batch_norm, tol=tol, max_iter=max_iter, true_residual=true_residual,
-                            first=first, **kwargs)
+    def checker(sy):
+        return None if sweep == "jacobi" else (lambda x: relative_residual(x - sy.F(x), x))
+
+    def restrict(rows: Tensor):
+        sub = system.select(rows)
+        return _map(sub, sweep), batch_norm, checker(sub)
+
+    return anderson_iterate(fmap, H, batch_norm, tol=tol, max_iter=max_iter, true_residual=checker(system),
+                            first=first, restrict=restrict if compact else None, **kwargs)
 
 
 def fixed_point(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,

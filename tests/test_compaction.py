@@ -1,0 +1,105 @@
+"""Anderson's compaction: sequences that are done leave the batch, forward and adjoint.
+
+A batch whose sequences need different numbers of iterations (lengths 1 to 12, inputs of
+different scales) is solved with and without ``compact``: the same iterates per sequence
+(Anderson's weights are each sequence's own), so the same solutions, iteration counts, result
+codes and gradients; and the solver did go on with fewer sequences (the systems it selected).
+"""
+
+import pytest
+import torch
+
+from conftest import make_batch, make_layer
+from inn.nn.implicit_layer import ImplicitSystem
+from inn.solvers import ResultCode
+from inn.solvers.anderson import COMPACT_AT, AndersonState
+
+
+def _uneven_batch(B=8, n=12, dtype=torch.float64):
+    torch.manual_seed(3)
+    xi, mask = make_batch(B=B, n=n, lengths=[12, 1, 9, 3, 12, 6, 2, 11][:B], dtype=dtype)
+    return xi * torch.linspace(0.2, 3.0, B, dtype=dtype)[:, None, None], mask
+
+
+def _run(compact, monkeypatch, dtype=torch.float64, **options):
+    sizes = []
+    original = ImplicitSystem.select
+    monkeypatch.setattr(ImplicitSystem, "select", lambda self, rows: sizes.append(rows.numel()) or original(self, rows))
+    torch.manual_seed(0)
+    layer = make_layer(scale=1.6, dtype=dtype, solver="anderson", compact=compact, **options)
+    xi, mask = _uneven_batch(dtype=dtype)
+    xi.requires_grad_(True)
+    target = torch.randn(xi.shape[0], xi.shape[1], 6, dtype=dtype)
+    H = layer(xi, mask)
+    (H * target).sum().backward()
+    grads = torch.cat([xi.grad.flatten()] + [p.grad.flatten() for p in layer.parameters()])
+    monkeypatch.undo()
+    return layer, H.detach(), grads, sizes
+
+
+def test_compaction_changes_no_sequence_only_the_work(monkeypatch):
+    plain, H0, g0, sizes0 = _run(False, monkeypatch, tol=1e-11, backward_tol=1e-11, low_precision=False)
+    packed, H1, g1, sizes1 = _run(True, monkeypatch, tol=1e-11, backward_tol=1e-11, low_precision=False)
+    assert sizes0 == [] and sizes1, "the compacted solves never left out a sequence"
+    assert min(sizes1) < 8 and all(s <= COMPACT_AT * 8 for s in sizes1[:1])
+    for a, b in ((plain.last_stats, packed.last_stats), (plain.last_backward_stats, packed.last_backward_stats)):
+        assert torch.equal(a.newton_iterations, b.newton_iterations)
+        assert torch.equal(a.code, b.code) and bool(b.converged.all())
+        assert torch.allclose(a.residual, b.residual, rtol=1e-6, atol=1e-15)
+    # the batches' iterations differ (else there is nothing to compact): the test can fail
+    assert int(packed.last_stats.newton_iterations.max()) > int(packed.last_stats.newton_iterations.min()) + 3
+    assert torch.allclose(H0, H1, rtol=0, atol=1e-12)
+    assert torch.allclose(g0, g1, rtol=1e-9, atol=1e-12)
+
+
+def test_compacted_gradients_match_the_direct_adjoint(monkeypatch):
+    _, _, got, _ = _run(True, monkeypatch, tol=1e-12, backward_tol=1e-12, low_precision=False)
+    _, _, want, _ = _run(False, monkeypatch, tol=1e-12, backward_solver="direct")
+    assert torch.allclose(got, want, rtol=1e-8, atol=1e-10), float((got - want).abs().max())
+
+
+def test_float32_mixed_precision_with_compaction_and_fallback(monkeypatch):
+    """float32 with the bfloat16 first pass where the CPU has it, and the float64 fallback:
+    compacted and not, every sequence converges and the gradients agree to float32's tol."""
+    results = [_run(c, monkeypatch, dtype=torch.float32, tol=1e-5, backward_tol=1e-5,
+                    backward_fallback="float64") for c in (False, True)]
+    for layer, *_ in results:
+        assert bool(layer.last_stats.converged.all()) and bool(layer.last_backward_stats.converged.all())
+    (_, H0, g0, _), (_, H1, g1, sizes) = results
+    assert sizes
+    assert float((H0 - H1).norm() / H0.norm()) < 1e-4
+    assert float((g0 - g1).norm() / g0.norm()) < 1e-4
+
+
+def test_state_stows_finished_samples_in_batch_order():
+    """AndersonState alone, plain iteration x <- a x + c with a different contraction a per
+    sample: samples cut out of the working set keep their results in their own batch rows, and
+    every sample its own iteration count."""
+    a = torch.tensor([[0.9], [0.1], [0.7], [0.3], [0.5]], dtype=torch.float64)
+    c = torch.tensor([[1.0], [100.0], [1e-3], [10.0], [-2.0]], dtype=torch.float64)
+    rows_seen = []
+
+    def restrict(rows):
+        rows_seen.append(rows.tolist())
+        sa, sc = a[rows], c[rows]
+        return (lambda x: sa * x + sc), (lambda x: x.norm(dim=-1)), None
+
+    results = []
+    for r in (None, restrict):
+        state = AndersonState(torch.zeros(5, 1, dtype=torch.float64), tol=1e-10, memory=0, beta=1.0)
+        state.run(lambda x: a * x + c, lambda x: x.norm(dim=-1), 0, 500, restrict=r)
+        results.append(state.finish())
+    (x0, it0, res0, code0), (x1, it1, res1, code1) = results
+    assert rows_seen and all(sorted(r) == r for r in rows_seen) and len(rows_seen[-1]) == 1
+    assert rows_seen[-1] == [0]  # the slowest contraction is the last left
+    assert torch.allclose(x1, c / (1 - a), rtol=1e-9) and bool((code1 == int(ResultCode.CONVERGED)).all())
+    assert torch.equal(it0, it1) and torch.equal(x0, x1) and torch.equal(code0, code1) and torch.equal(res0, res1)
+    assert len(set(it1.tolist())) == 5
+
+
+@pytest.mark.parametrize("setting, device, want", [("auto", "cpu", True), ("auto", "cuda", False), (False, "cpu", False),
+                                                   (True, "cuda", True)])
+def test_compact_option(setting, device, want):
+    from inn.solvers.anderson import compaction_pays
+
+    assert compaction_pays(torch.device(device), setting) is want
