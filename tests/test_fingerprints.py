@@ -65,7 +65,8 @@ def test_same_tags_and_sizes_but_other_data_have_other_fingerprints(tmp_path, co
     assert data_fingerprint(a) != data_fingerprint(b)
     again = _prepare(corpora, "a", tmp_path / "elsewhere" / "a2")  # the same data: the same print
     assert data_fingerprint(again) == data_fingerprint(a) == read_record(a)["fingerprint"]
-    assert read_record(a) == {"fingerprint": data_fingerprint(a), "corpus": "a", "format": "tsv", "column": "xpos"}
+    assert read_record(a) == {"fingerprint": data_fingerprint(a), "corpus": "a", "format": "tsv", "column": "xpos",
+                              "language": None}  # a tsv corpus names no language
 
 
 def test_resuming_on_a_corpus_prepared_again_from_other_files_is_refused(tmp_path, corpora):

@@ -13,8 +13,10 @@ shared model file cannot run code. Format 2 (this version) holds:
   (``test``, :func:`with_test_scores`);
 - ``data``: what the model was trained on (:func:`describe_data`): the data folder's
   ``fingerprint`` (:mod:`inn.data.fingerprint`), and for POS the feature ``vocabularies``
-  (the tag set among them), the CoNLL-U ``column`` it predicts and the ``corpus`` name. With
-  these a POS checkpoint tags text alone (:class:`inn.tagger.Tagger`);
+  (the tag set among them), the CoNLL-U ``column`` it predicts, the ``corpus`` name, its
+  ``format`` and ``language`` (how raw text is split into its words, :mod:`inn.data.tokenize`)
+  and ``dev_unseen``, the share of its dev tokens unseen in training. With these a POS
+  checkpoint tags text alone (:class:`inn.tagger.Tagger`);
 - in a trainer's ``last.pt`` also its resume state (``settings``, ``optimizer``,
   ``train_state``, warm starts).
 
@@ -91,8 +93,23 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
             counts = Counter(w.lower() for sentence in read_tagged(folder / "train.tsv")[:max_train]
                              for w, _ in sentence)
             features["word_counts"] = dict(counts.most_common())
-        section.update(corpus=record.get("corpus", folder.name), column=column, vocabularies=features)
+        section.update(corpus=record.get("corpus", folder.name), column=column, vocabularies=features,
+                       format=record.get("format"), language=record.get("language"),
+                       dev_unseen=dev_unseen_share(folder, features["word_counts"]))
     return section
+
+
+def dev_unseen_share(folder: str | os.PathLike, word_counts: dict[str, int]) -> float | None:
+    """The share of the prepared ``folder``'s dev tokens whose word training never showed (as
+    unseen-word accuracy counts them, lowercased): what a tagger's text normally holds, against
+    which ``inn tag`` judges whether a text is foreign to it. ``None`` without a dev split."""
+    from inn.data.corpora import read_tagged
+
+    path = Path(folder) / "dev.tsv"
+    if not path.is_file():
+        return None
+    words = [w for sentence in read_tagged(path) for w, _ in sentence]
+    return sum(w.lower() not in word_counts for w in words) / len(words) if words else None
 
 
 def neural_payload(model: SequenceLabeler, meta: dict[str, Any], data: dict[str, Any] | None = None,
@@ -242,6 +259,7 @@ def self_contained(payload: dict[str, Any], path: str | os.PathLike,
         _check_vocabularies(payload, described["vocabularies"], path, data_dir)
         # its own vocabularies where it has them (their word counts are those it trained on)
         data = {**described, **{k: v for k, v in data.items() if k in ("corpus", "vocabularies")}}
+        data["dev_unseen"] = dev_unseen_share(data_dir, data["vocabularies"]["word_counts"])
     elif "vocabularies" not in data:
         raise InnError(f"{path} holds no feature vocabularies (written by inn before tagger files, format "
                        f"{payload.get('format')}): convert it with `inn export-tagger --checkpoint {path} "

@@ -7,10 +7,16 @@ the tag set and the CoNLL-U column it predicts (:mod:`inn.checkpoints`). So::
     tagger = Tagger.load("results/taggers/pos/ewt/inn/seed1/tagger.pt")
     tagger.tag([["The", "cat", "sleeps"]])          # [["DT", "NN", "VBZ"]]
     tagger.tag_conllu(open("in.conllu").read())     # the same text, its XPOS column filled
+    for sentence in tagger.tag_text("I'm here (again). Bye!"):   # running text
+        [(w.form, w.start, w.end, tag) for w, tag in zip(sentence.words, sentence.tags)]
 
 Neural models tag in batches of similar length (those of ``inn evaluate``, so the same
 sentences get the same tags), without autograd, on CUDA when present; the implicit layer's
 solves that miss their tolerance are counted (:attr:`Tagger.nonconverged`), never silent.
+
+Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the tokenizer of
+the tagger's language in its corpus's conventions (:mod:`inn.data.tokenize`); a language
+without one is refused by name.
 """
 
 from __future__ import annotations
@@ -23,13 +29,26 @@ from typing import Any
 import torch
 
 from inn.checkpoints import COLUMNS, model_from_payload, read_checkpoint, self_contained, weights_digest
+from inn.data.corpora import PTB_FORMATS
 from inn.data.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
+from inn.data.tokenize import PTB_ESCAPES, RawSentence, Tokenizer, tokenizer_for
 from inn.errors import InnError
 from inn.models import predict
 from inn.scoring import score_pos
 
 log = logging.getLogger(__name__)
+
+#: the workflow's own corpora, whose tagger files from before ``language`` and ``format`` were
+#: recorded are still known: corpus -> (language, convention)
+BUILTIN_CORPORA = {"ewt": ("en", "ud"), "ptb_sample": ("en", "ptb"), "wsj": ("en", "ptb")}
+#: a text looks foreign to a tagger when its share of unseen words exceeds its dev set's by more
+#: than the dev share itself and by at least this much (EWT: 6.8% -> above 21.8%)
+FOREIGN_MARGIN = 0.15
+#: the threshold for tagger files that do not record their dev set's unseen share (older exports)
+FOREIGN_FALLBACK = 0.30
+#: the fewest words on which a text is judged foreign
+FOREIGN_MIN_WORDS = 100
 
 
 class Tagger:
@@ -53,6 +72,9 @@ class Tagger:
         self.nonconverged = 0
         #: the SHA-256 of its weights (:func:`inn.checkpoints.weights_digest`), which its test score names
         self.weights_sha256: str | None = None
+        #: what the file's ``data`` section says of the corpus (format, language, dev_unseen, corpus)
+        self.data: dict[str, Any] = {}
+        self._tokenizers: dict[str, Tokenizer] = {}
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: str = "auto", batch_size: int = 20) -> Tagger:
@@ -79,6 +101,7 @@ class Tagger:
             raise InnError(f"{path}: unknown tag column {data.get('column')!r} in its data section")
         tagger = cls(model, features, data["column"], meta, dev, batch_size)
         tagger.weights_sha256 = weights_digest(payload)
+        tagger.data = {k: data.get(k) for k in ("corpus", "format", "language", "dev_unseen")}
         test = meta.get("test")
         scored = test.get("weights_sha256") if isinstance(test, dict) else None
         if scored is not None and scored != tagger.weights_sha256:
@@ -95,11 +118,96 @@ class Tagger:
         """The tag set, in the model's order."""
         return list(self.features.tags.items)
 
+    @property
+    def corpus(self) -> str | None:
+        return self.data.get("corpus") or self.meta.get("dataset")
+
+    @property
+    def language(self) -> str | None:
+        """The language of its corpus (an ISO 639 code), or ``None`` where the file does not say:
+        as recorded, else ``en`` for a Penn Treebank format or one of the workflow's own corpora."""
+        if self.data.get("language"):
+            return self.data["language"]
+        if self.data.get("format") in PTB_FORMATS:
+            return "en"
+        return BUILTIN_CORPORA.get(self.corpus or "", (None, None))[0]
+
+    @property
+    def convention(self) -> str:
+        """How its corpus writes words: ``ptb`` (escaped brackets, PTB quotes) or ``ud``."""
+        if self.data.get("format"):
+            return "ptb" if self.data["format"] in PTB_FORMATS else "ud"
+        return BUILTIN_CORPORA.get(self.corpus or "", (None, "ud"))[1]
+
+    def tokenizer(self, language: str | None = None) -> Tokenizer:
+        """The tokenizer of ``language`` (default: its corpus's) in its corpus's conventions, with
+        its training vocabulary (:mod:`inn.data.tokenize`).
+
+        Raises:
+            InnError: no tokenizer for the language, or the language is unknown.
+        """
+        language = language or self.language
+        key = str(language)
+        if key not in self._tokenizers:
+            self._tokenizers[key] = tokenizer_for(language, self.convention, self.features.word_counts,
+                                                  f"the {self.meta.get('model')} tagger of {self.corpus}")
+        return self._tokenizers[key]
+
+    def model_words(self, words: Sequence[str]) -> list[str]:
+        """``words`` as its corpus writes them: brackets escaped (``-LRB-``) for a Penn Treebank
+        corpus, unchanged otherwise."""
+        if self.convention != "ptb":
+            return list(words)
+        return [PTB_ESCAPES.get(w, w) for w in words]
+
+    def tag_text(self, text: str, language: str | None = None, progress: bool = False) -> list[RawSentence]:
+        """Tag running text: its sentences, each with its tokens, its words (each with its form as
+        written and its character offsets in ``text``) and one tag per word in ``tags``.
+
+        Args:
+            language: the text's language (default: its corpus's, :attr:`language`).
+
+        Raises:
+            InnError: no tokenizer for the language.
+        """
+        sentences = self.tokenizer(language).split(text)
+        tags = self._tag_model_words([[w.model_form for w in s.words] for s in sentences], progress)
+        for sentence, sentence_tags in zip(sentences, tags):
+            sentence.tags = sentence_tags
+        return sentences
+
+    def unseen_share(self, sentences: Sequence[Sequence[str]]) -> float | None:
+        """The share of words training never showed (lowercased, as unseen-word accuracy counts)."""
+        words = [w for words in sentences for w in self.model_words(words)]
+        return sum(not self.features.is_known(w) for w in words) / len(words) if words else None
+
+    def foreign(self, share: float | None, words: int) -> str | None:
+        """A warning when a text's unseen-word ``share`` (of ``words`` words) is far above its dev
+        set's (:data:`FOREIGN_MARGIN`), else ``None``."""
+        if share is None or words < FOREIGN_MIN_WORDS:
+            return None
+        dev = self.data.get("dev_unseen")
+        if dev is None:
+            limit, basis = FOREIGN_FALLBACK, (f"above {FOREIGN_FALLBACK:.0%}; the tagger file does not record its dev "
+                                              "set's share (export it again with inn export-tagger to record it)")
+        else:
+            limit = dev + max(dev, FOREIGN_MARGIN)
+            basis = f"its dev set's {dev:.1%}"
+        if share <= limit:
+            return None
+        return (f"{share:.1%} of the {words} words are unseen in the {self.meta.get('model')} tagger's training "
+                f"({basis}): the text looks foreign to a tagger of {self.corpus} (language "
+                f"{self.language or 'not recorded'}); expect low accuracy")
+
     def tag(self, sentences: Sequence[Sequence[str]], progress: bool = False) -> list[list[str]]:
         """One tag per word of every sentence (a list of words each); empty sentences stay empty.
+        Words are read as its corpus writes them (:meth:`model_words`).
 
         ``progress``: a progress bar over the batches (on a terminal).
         """
+        return self._tag_model_words([self.model_words(words) for words in sentences], progress)
+
+    def _tag_model_words(self, sentences: Sequence[Sequence[str]], progress: bool = False) -> list[list[str]]:
         sentences = [list(words) for words in sentences]
         if self.is_perceptron:
             return self.model.tag_sentences(sentences)
@@ -127,8 +235,11 @@ class Tagger:
     def accuracy(self, sentences: Sequence[TextSentence], predicted: Sequence[Sequence[str]],
                  column: str | None = None, sources: Sequence[str] | None = None) -> dict[str, Any]:
         """Token and unseen-word accuracy (%) of ``predicted`` against the gold tags in the
-        CoNLL-U ``column`` of ``sentences``, scored as ``inn evaluate`` scores a split.
-        ``sources``: each sentence's file, for messages.
+        CoNLL-U ``column`` of ``sentences``, scored as ``inn evaluate`` scores a split; and what
+        it cannot score: ``unseen_share`` (the words training never showed, beside the dev
+        set's ``dev_unseen_share``), ``tags_outside`` (gold tags outside the model's tag set, by
+        count: those tokens can never be right) and ``outside_tokens``. ``sources``: each
+        sentence's file, for messages.
 
         Raises:
             InnError: a word has no gold tag in that column (naming its line).
@@ -144,7 +255,18 @@ class Tagger:
                                    f"(--accuracy needs the gold tags in the {column.upper()} column)")
             gold.append(list(zip(sentence.words, tags)))
         metrics, _ = score_pos(gold, predicted, self.features.is_known)
-        return {k: metrics[k] for k in ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences")}
+        scores = {k: metrics[k] for k in ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences")}
+        known = set(self.tags)
+        outside: dict[str, int] = {}
+        for sentence in gold:
+            for _, tag in sentence:
+                if tag not in known:
+                    outside[tag] = outside.get(tag, 0) + 1
+        scores["unseen_share"] = scores["unseen_tokens"] / scores["tokens"]
+        scores["dev_unseen_share"] = self.data.get("dev_unseen")
+        scores["tags_outside"] = dict(sorted(outside.items(), key=lambda kv: (-kv[1], kv[0])))
+        scores["outside_tokens"] = sum(outside.values())
+        return scores
 
     def describe(self) -> str:
         """One line: model, corpus, seed, tag column and its scores."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -414,6 +415,24 @@ READERS = {
 
 #: the formats whose splits are files of their own (``source[split]``)
 FILE_SPLITS = {"conllu": SPLITS, "tsv": SPLITS}
+
+
+#: the formats of the Penn Treebank's English (its conventions: escaped brackets, PTB quotes)
+PTB_FORMATS = ("ptb", "nltk_treebank")
+
+
+def corpus_language(format: str, source: dict) -> str | None:
+    """The language of a corpus, where its format or files say it: ``en`` for the Penn
+    Treebank's formats, the code a Universal Dependencies file name starts with
+    (``fr_gsd-ud-train.conllu`` -> ``fr``) for CoNLL-U; else ``None`` (unknown)."""
+    if format in PTB_FORMATS:
+        return "en"
+    for split in SPLITS:
+        name = Path(str(source.get(split) or "")).name
+        match = re.match(r"([a-z]{2,3})_[a-z0-9]+-ud-(?:train|dev|test)\.conllu", name)
+        if match:
+            return match.group(1)
+    return None
 
 
 def read_corpus(format: str, source: dict, name: str | None = None) -> dict[str, list[Sentence]]:

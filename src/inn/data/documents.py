@@ -19,12 +19,16 @@ source and the line, or the byte offset of text that is not UTF-8.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from inn.data.corpora import WIDE_SAMPLE, blocks, check_not_wide, check_tag, check_token_id
+from inn.data.tokenize import RawSentence
 from inn.errors import InnError
+
+log = logging.getLogger(__name__)
 
 INPUT_FORMATS = ("conllu", "horizontal", "vertical")
 OUTPUT_FORMATS = ("conllu", "horizontal", "vertical")
@@ -87,6 +91,40 @@ def looks_like_conllu(text: str) -> bool:
     return False
 
 
+_GLUED = re.compile(r"^[^\W\d_]{2,}[,;:!?)\]]$|^[(\[\"][^\W\d_]{2,}|^[a-z]{2,}\.$")
+
+
+def contradiction(text: str, form: str) -> str | None:
+    """Why ``text`` does not look like the ``form`` it is declared to be, or ``None``:
+
+    - CoNLL-U token lines (ten tab-separated fields from an ID) read as horizontal, vertical or
+      running text, whose comments and columns would be tagged as words;
+    - horizontal text whose words carry punctuation (``America:``, ``them.``, ``(see``; more than
+      3% of them): running text, which ``--input text`` splits;
+    - vertical text whose lines hold several words (most lines three or more): a sentence a line.
+    """
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    if form != "conllu":
+        for n, line in lines:
+            fields = line.split("\t")
+            if len(fields) == len(CONLLU_FIELDS) and (_WORD_ID.fullmatch(fields[0]) or _RANGE_ID.fullmatch(fields[0])):
+                return (f"line {n} is a CoNLL-U token line (10 tab-separated fields), but the input is read as "
+                        f"--input {form}: its comment lines and columns are tagged as words; give --input conllu")
+    if form == "horizontal":
+        words = [w for _, line in lines for w in line.split()]
+        glued = [w for w in words if _GLUED.match(w)]
+        if words and len(glued) > 0.03 * len(words):
+            examples = ", ".join(repr(w) for w in dict.fromkeys(glued[:20]).keys())
+            return (f"{len(glued) / len(words):.0%} of its words carry punctuation ({examples}...): it looks like "
+                    "running text, read here as words split at spaces; give --input text to split it into words")
+    if form == "vertical":
+        long = [n for n, line in lines if len(line.split("\t")[0].split()) >= 3]
+        if lines and len(long) > 0.5 * len(lines):
+            return (f"{len(long)} of its {len(lines)} lines hold three or more words (line {long[0]}), but --input "
+                    "vertical reads a word a line; give --input horizontal (a sentence a line) or --input text")
+    return None
+
+
 def _blocks(text: str) -> Iterable[list[tuple[int, str]]]:
     """The blank-line-separated blocks of ``text`` as (line number, line) pairs."""
     return blocks(enumerate(text.split("\n"), start=1))
@@ -146,7 +184,8 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
     ``auto``: CoNLL-U when it looks like it (:func:`looks_like_conllu`) or ``source`` ends in
     ``.conllu`` (then its malformed lines are named, not read as words), else horizontal text;
     input with tabs that is not CoNLL-U (a vertical ``word<TAB>tag`` file) is refused rather
-    than read as sentences whose words are the columns."""
+    than read as sentences whose words are the columns. Input that does not look like its form
+    is named in a warning (:func:`contradiction`)."""
     text = decode(data, source)
     if form == "auto":
         form = "conllu" if looks_like_conllu(text) or source.endswith((".conllu", ".conllu.gz")) else "horizontal"
@@ -157,6 +196,9 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
                            "to have a CoNLL-U file checked line by line, or --input horizontal for tabs as spaces")
     if form not in INPUT_FORMATS:
         raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
+    why = contradiction(text, form)
+    if why:
+        log.warning("%s: %s", source, why)
     if form != "conllu":
         return read_plain_text(text, form), form
     return read_conllu_text(text, source), form
@@ -194,3 +236,97 @@ def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]],
                     lines.append(fields)
             out.append("".join("\t".join(fields) + "\n" for fields in lines) + "\n")
     return "".join(out)
+
+
+def conllu_to_text(text: str, source: str = "<text>", width: int = 80) -> str:
+    """The raw text of CoNLL-U ``text``, as the UD tools' ``conllu_to_text.pl`` writes a
+    release's ``.txt`` files: the sentences' ``# text`` (else their tokens joined as their
+    ``SpaceAfter=No`` says), a space between the sentences of a paragraph, a blank line before
+    each ``# newpar`` and ``# newdoc``, lines broken at a space once they reach ``width``
+    characters (0: no breaks).
+
+    Raises:
+        InnError: malformed CoNLL-U (:func:`read_conllu_text`).
+    """
+    out: list[str] = []
+    buffer = ""
+
+    def flush(buffer: str, final: bool) -> str:
+        while width and len(buffer) >= width:
+            spaces = [i for i, c in enumerate(buffer) if c == " "]
+            cut = max((i for i in spaces if i <= width), default=None)
+            cut = cut if cut is not None else next((i for i in spaces if i > width), None)
+            if cut is None:
+                break
+            out.append(buffer[:cut] + "\n")
+            buffer = buffer[cut + 1 :]
+        if final and buffer:
+            out.append(buffer + "\n")
+            buffer = ""
+        return buffer
+
+    for n, sentence in enumerate(read_conllu_text(text, source)):
+        comments = [fields[0] for fields in sentence.lines if len(fields) == 1]
+        if n and any(re.match(r"#\s*new(par|doc)(\s|$)", c) for c in comments):
+            buffer = flush(buffer, final=True)
+            out.append("\n")
+        said = [c for c in comments if re.match(r"#\s*text\s*=", c)]
+        if said:
+            sentence_text = said[0].split("=", 1)[1].strip()
+        else:
+            sentence_text = "".join(fields[1] + ("" if "SpaceAfter=No" in fields[9].split("|") else " ")
+                                    for fields in sentence.lines
+                                    if len(fields) > 1 and "." not in fields[0] and not _inside_range(sentence, fields))
+            sentence_text = sentence_text.strip()
+        buffer = (buffer + " " + sentence_text) if buffer else sentence_text
+        buffer = flush(buffer, final=False)
+    flush(buffer, final=True)
+    return "".join(out)
+
+
+def _inside_range(sentence: TextSentence, fields: list[str]) -> bool:
+    """Whether a word line lies inside one of the sentence's multiword ranges (its surface
+    form is the range line's)."""
+    if not _WORD_ID.fullmatch(fields[0]):
+        return False
+    i = int(fields[0])
+    for line in sentence.lines:
+        if len(line) > 1 and _RANGE_ID.fullmatch(line[0]):
+            first, last = map(int, line[0].split("-"))
+            if first <= i <= last:
+                return True
+    return False
+
+
+def raw_to_conllu(sentences: Sequence[RawSentence], first_id: int = 1, doc_id: str | None = None) -> list[TextSentence]:
+    """Tokenized running text (:meth:`inn.data.tokenize.Tokenizer.split`) as CoNLL-U sentences
+    that keep it recoverable: ``# newdoc`` (with ``doc_id``) before the first, ``# newpar`` where
+    a paragraph starts, ``# sent_id`` (numbered from ``first_id``), ``# text``, a multiword range
+    line (``1-2 I'm``) before the words of each multiword token, and ``SpaceAfter=No`` in MISC
+    of every token that no space follows (on the range line for a multiword token).
+
+    The words of each :class:`TextSentence` are their forms as written; its tag column is
+    filled by :func:`write_text`.
+    """
+    out = []
+    blank = ["_"] * (len(CONLLU_FIELDS) - 2)
+    for n, raw in enumerate(sentences):
+        lines: list[list[str]] = []
+        if n == 0 and doc_id is not None:
+            lines.append([f"# newdoc id = {doc_id}" if doc_id else "# newdoc"])
+        if raw.new_paragraph:
+            lines.append(["# newpar"])
+        lines += [[f"# sent_id = {first_id + n}"], [f"# text = {raw.text}"]]
+        sentence = TextSentence(words=[], lines=lines)
+        for token in raw.tokens:
+            misc = "_" if token.space_after else "SpaceAfter=No"
+            first = len(sentence.words) + 1
+            if len(token.words) > 1:
+                lines.append([f"{first}-{first + len(token.words) - 1}", token.form, *blank[:-1], misc])
+            for i, word in enumerate(token.words):
+                sentence.word_lines.append(len(lines))
+                sentence.line_numbers.append(0)
+                sentence.words.append(word.form)
+                lines.append([str(first + i), word.form, *blank[:-1], misc if len(token.words) == 1 else "_"])
+        out.append(sentence)
+    return out

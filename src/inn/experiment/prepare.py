@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inn.data.corpora import READERS, SPLITS, Sentence, read_corpus, write_tagged
+from inn.data.corpora import READERS, SPLITS, Sentence, corpus_language, read_corpus, write_tagged
 from inn.data.features import FeatureExtractor
 from inn.data.fingerprint import write_record
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
@@ -49,13 +49,17 @@ def summarize_pos(corpus: str, splits: dict[str, list[Sentence]], features: Feat
     return pd.DataFrame(rows)
 
 
-def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes: int) -> None:
+def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, language: str | None = None,
+                **sizes: int) -> None:
     """Read a corpus, fit the feature vocabularies on its train split, write everything to ``out``.
 
     ``format`` and ``source`` are as :func:`inn.data.corpora.read_corpus` takes them. Writes
     ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json``,
-    ``prepared.json`` (the corpus, its format, the CoNLL-U column its tags come from, and the
-    data's fingerprint: :mod:`inn.data.fingerprint`) and ``summary.tsv`` under ``out``.
+    ``prepared.json`` (the corpus, its format, its language, the CoNLL-U column its tags come
+    from, and the data's fingerprint: :mod:`inn.data.fingerprint`) and ``summary.tsv`` under
+    ``out``. ``language``: an ISO 639 code; default: what the format or a UD file name says
+    (:func:`inn.data.corpora.corpus_language`), else unknown. Taggers of the corpus tokenize raw
+    text by it (:mod:`inn.data.tokenize`).
     """
     out = Path(out)
     splits = read_corpus(format, source, corpus)
@@ -65,7 +69,8 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, **sizes
         write_tagged(out / f"{split}.tsv", splits[split])
     features.save(out / "features.json")
     column = (source.get("tags") or "xpos") if format == "conllu" else "xpos"  # PTB tags: XPOS
-    write_record(out, corpus=corpus, format=format, column=column)
+    language = language or corpus_language(format, source)
+    write_record(out, corpus=corpus, format=format, column=column, language=language)
     write_tsv(out / "summary.tsv", summary)
     log.info("%s: %s", corpus, ", ".join(
         f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()))
@@ -125,6 +130,8 @@ def prepare_pos_main(argv: list[str]) -> None:
     parser.add_argument("--tags", choices=["xpos", "upos"], default="xpos", help="the CoNLL-U tag column")
     parser.add_argument("--path", help="the root of the LDC Penn Treebank 3 copy (ptb)")
     parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
+    parser.add_argument("--language", help="the corpus's language, an ISO 639 code such as en (default: what the "
+                        "format or a UD file name says); its taggers tokenize raw text by it")
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     parser.add_argument("--max-words", type=positive_int, default=39_000)
     parser.add_argument("--max-affixes", type=positive_int, default=2_000)
@@ -137,7 +144,7 @@ def prepare_pos_main(argv: list[str]) -> None:
     missing = [f"--{key}" for key in needs if not source[key]]
     if missing:
         parser.error(f"a {args.format} corpus needs {', '.join(missing)}")
-    prepare_pos(args.format, source, args.out, args.corpus, max_words=args.max_words,
+    prepare_pos(args.format, source, args.out, args.corpus, language=args.language, max_words=args.max_words,
                 max_affixes=args.max_affixes, word_dim=args.word_dim, affix_dim=args.affix_dim)
 
 

@@ -1,11 +1,12 @@
 """``inn tag``: tag text with a trained model; ``inn export-tagger``: write a tagger file;
-``inn benchmark-tagger``: the taggers' throughput.
+``inn benchmark-tagger``: the taggers' throughput; ``inn score-text``: the CoNLL 2018 shared
+task's scores of a tagged text; ``inn conllu-text``: the raw text of a CoNLL-U file.
 
 ``inn tag MODEL [FILE ...]`` reads every input (stdin when none) before it tags anything and
 writes its output only when all of it is tagged (``--out`` atomically), so bad input stops it
 with one line and nothing half-written. It ends with one line that is also the benchmark:
-sentences, tokens, seconds, tokens per second, and the implicit layer's non-converged solves.
-The tagging is :class:`inn.tagger.Tagger`'s.
+sentences, tokens, seconds, tokens per second (running text: tokenizing included), and the
+implicit layer's non-converged solves. The tagging is :class:`inn.tagger.Tagger`'s.
 """
 
 from __future__ import annotations
@@ -44,22 +45,82 @@ def _read_inputs(files: list[str], form: str) -> tuple[list[tuple[TextSentence, 
     return sentences, forms
 
 
+def _tag_texts(tagger, files: list[str], language: str | None,
+               progress: bool) -> tuple[list[TextSentence], list[list[str]], list[str]]:
+    """Running text of ``files`` (stdin for none or ``-``), each a document, read whole first,
+    then split and tagged: its CoNLL-U sentences (numbered on across files), tags and sources."""
+    from inn.data.documents import contradiction, decode, raw_to_conllu
+
+    texts = []
+    for name in files or ["-"]:
+        if name == "-":
+            data, source = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            try:
+                data, source = Path(name).read_bytes(), name
+            except OSError as exc:
+                raise InnError(f"cannot read {name}: {exc.strerror or exc}") from None
+        texts.append((decode(data, source), source))
+    sentences: list[TextSentence] = []
+    tags: list[list[str]] = []
+    sources: list[str] = []
+    for text, source in texts:
+        why = contradiction(text, "text")
+        if why:
+            log.warning("%s: %s", source, why)
+        raw = tagger.tag_text(text, language, progress)
+        sentences += raw_to_conllu(raw, first_id=len(sentences) + 1, doc_id=None if source == "<stdin>" else source)
+        tags += [r.tags for r in raw]
+        sources += [source] * len(raw)
+    return sentences, tags, sources
+
+
+def _log_accuracy(scores: dict) -> None:
+    """The ``--accuracy`` lines: the scores, the unseen share beside the dev set's, and the gold
+    tags no output can match."""
+    dev = scores.get("dev_unseen_share")
+    log.info("accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens", scores["accuracy"], scores["tokens"],
+             "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%", scores["unseen_tokens"])
+    log.info("%.1f%% of the tokens are unseen in training; its dev set: %s", 100 * scores["unseen_share"],
+             "not recorded" if dev is None else f"{dev:.1%}")
+    outside = scores["outside_tokens"]
+    if outside:
+        rest = scores["tokens"] - outside
+        correct = scores["accuracy"] * scores["tokens"] / 100
+        named = ", ".join(f"{tag} x{count}" for tag, count in list(scores["tags_outside"].items())[:8])
+        log.warning("%d gold tokens (%.2f%%) carry %d tag(s) outside the model's tag set (%s%s): no output can match "
+                    "them; accuracy on the other %d tokens %.4f%%", outside, 100 * outside / scores["tokens"],
+                    len(scores["tags_outside"]), named, ", ..." if len(scores["tags_outside"]) > 8 else "", rest,
+                    100 * correct / rest if rest else 0.0)
+
+
 def tag_main(argv: list[str]) -> None:
-    """``inn tag MODEL [FILE ...]``: tag CoNLL-U, horizontal or vertical text."""
+    """``inn tag MODEL [FILE ...]``: tag running text, CoNLL-U, horizontal or vertical text."""
     parser = argparse.ArgumentParser(
-        prog="inn tag", description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).")
+        prog="inn tag", description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).",
+        epilog="Running text (--input text) is split into sentences (blank lines always end one) and into the words "
+               "of the tagger's corpus (UD English, or the Penn Treebank's escapes and quotes), each file a document; "
+               "the CoNLL-U output keeps it recoverable (# text, SpaceAfter=No, multiword tokens such as 1-2 I'm). "
+               "--gold scores the result as the CoNLL 2018 shared task does (inn score-text). "
+               "Details: docs/tagging.md.")
     parser.add_argument("model", help="the tagger file: results/taggers/pos/<corpus>/<model>/seed<N>/tagger.pt")
     parser.add_argument("files", nargs="*", help="input files (default: stdin; - is stdin)")
-    parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS),
-                        help="input form (auto: CoNLL-U when the first line after any # comments is a token line, "
-                             "else horizontal)")
+    parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS, "text"),
+                        help="input form: text (running text, tokenized here), conllu, horizontal (a sentence a line, "
+                             "words split at spaces) or vertical (a word a line); auto: CoNLL-U when the first line "
+                             "after any # comments is a token line, else horizontal")
+    parser.add_argument("--language", help="with --input text: the text's language (default: the tagger's corpus's; "
+                                           "tokenizers: en)")
     parser.add_argument("--output", choices=OUTPUT_FORMATS,
                         help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
     parser.add_argument("--column", choices=("xpos", "upos"), help="the CoNLL-U column to fill (default: the model's)")
     parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")
     parser.add_argument("--accuracy", action="store_true",
-                        help="score against the gold tags of the CoNLL-U input (token and unseen-word accuracy)")
-    parser.add_argument("--metrics", help="with --accuracy: write the scores and speed to this JSON file")
+                        help="score against the gold tags of the CoNLL-U input (token and unseen-word accuracy, "
+                             "gold tags outside the model's tag set)")
+    parser.add_argument("--gold", help="score the tagged text against this gold CoNLL-U file of the same text as the "
+                                       "CoNLL 2018 shared task does: Tokens, Sentences, Words and tag F1")
+    parser.add_argument("--metrics", help="with --accuracy or --gold: write the scores and speed to this JSON file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--batch-size", type=positive_int, default=20,
@@ -67,11 +128,22 @@ def tag_main(argv: list[str]) -> None:
     args = parser.parse_intermixed_args(argv)  # MODEL --accuracy FILE: files after options too
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.metrics and not args.accuracy:
-        parser.error("--metrics needs --accuracy")
+    if args.metrics and not (args.accuracy or args.gold):
+        parser.error("--metrics needs --accuracy or --gold")
+    if args.accuracy and args.input == "text":
+        raise InnError("--accuracy needs CoNLL-U input with gold tags; score running text (--input text) against its "
+                       "gold CoNLL-U file with --gold GOLD.conllu")
+    if args.language and args.input != "text":
+        parser.error("--language applies to running text (--input text) only")
     for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
+    gold_text = None
+    if args.gold:
+        try:
+            gold_text = Path(args.gold).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InnError(f"cannot read --gold {args.gold}: {exc}") from None
 
     from inn.tagger import Tagger
 
@@ -82,18 +154,27 @@ def tag_main(argv: list[str]) -> None:
     if column != tagger.column:
         log.warning("the model predicts %s tags but --column %s fills %s with them (and --accuracy scores them "
                     "against its gold tags)", tagger.column.upper(), column, column.upper())
-    start = time.perf_counter()
-    pairs, forms = _read_inputs(args.files, args.input)
-    sentences = [s for s, _ in pairs]
-    if args.accuracy and any(form != "conllu" for form in forms):
-        raise InnError("--accuracy needs CoNLL-U input with gold tags (give --input conllu, or a .conllu file)")
-    output = args.output or "conllu"
     interactive = sys.stderr.isatty()
-    predicted = tagger.tag([s.words for s in sentences], progress=interactive and len(sentences) > 200)
+    if args.input == "text":
+        tagger.tokenizer(args.language)  # an unknown language is refused before anything is read
+    start = time.perf_counter()  # from here on timed: reading, tokenizing, tagging, writing
+    if args.input == "text":
+        sentences, predicted, sources = _tag_texts(tagger, args.files, args.language, interactive)
+    else:
+        pairs, forms = _read_inputs(args.files, args.input)
+        sentences, sources = [s for s, _ in pairs], [source for _, source in pairs]
+        if args.accuracy and any(form != "conllu" for form in forms):
+            raise InnError("--accuracy needs CoNLL-U input with gold tags (give --input conllu, or a .conllu file)")
+        predicted = tagger.tag([s.words for s in sentences], progress=interactive and len(sentences) > 200)
+    output = args.output or "conllu"
+    words = sum(len(s.words) for s in sentences)
+    foreign = tagger.foreign(tagger.unseen_share([s.words for s in sentences]), words)
+    if foreign:
+        log.warning("%s", foreign)
     scores = None
     if args.accuracy:
         if sentences:
-            scores = tagger.accuracy(sentences, predicted, column, [source for _, source in pairs])
+            scores = tagger.accuracy(sentences, predicted, column, sources)
         else:
             log.warning("no tokens to score: the input is empty")
     text = write_text(sentences, predicted, output, column)
@@ -109,22 +190,33 @@ def tag_main(argv: list[str]) -> None:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    tokens = sum(len(s.words) for s in sentences)
-    speed = {"sentences": len(sentences), "tokens": tokens, "seconds": seconds,
-             "tokens_per_second": tokens / seconds if seconds > 0 else None,
+    speed = {"sentences": len(sentences), "tokens": words, "seconds": seconds,
+             "tokens_per_second": words / seconds if seconds > 0 else None,
              "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
+    results: dict = {}
     if scores is not None:
-        log.info("accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens", scores["accuracy"],
-                 scores["tokens"], "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%",
-                 scores["unseen_tokens"])
-        if args.metrics:
-            from inn.io import write_json
+        _log_accuracy(scores)
+        results.update(scores)
+    if gold_text is not None:
+        from inn.conll18 import score_texts
 
-            write_json(args.metrics, {**scores, **speed, "model": tagger.meta.get("model"),
-                                      "dataset": tagger.meta.get("dataset"), "column": column})
-    log.info("tagged %d sentences, %d tokens in %.2f s (%.0f tokens/s) on %s, %d thread(s); %d non-converged solve(s)",
-             len(sentences), tokens, seconds, speed["tokens_per_second"] or 0.0, tagger.device,
-             torch.get_num_threads(), tagger.nonconverged)
+        system = text if output == "conllu" else write_text(sentences, predicted, "conllu", column)
+        shared = score_texts(gold_text, system, args.gold, "the tagged text")
+        tag = column.upper()
+        log.info("against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
+                 "%.2f (%.2f%% of the aligned words)", args.gold, shared["Tokens"].f1, shared["Sentences"].f1,
+                 shared["Words"].f1, tag, shared[tag].f1, shared[tag].aligned_accuracy or 0.0)
+        results["conll18"] = {name: score.as_dict() for name, score in shared.items()}
+        results["gold"] = args.gold
+    if args.metrics:
+        from inn.io import write_json
+
+        write_json(args.metrics, {**results, **speed, "model": tagger.meta.get("model"),
+                                  "dataset": tagger.meta.get("dataset"), "column": column, "input": args.input})
+    log.info("tagged %d sentences, %d tokens in %.2f s (%.0f tokens/s%s) on %s, %d thread(s); %d non-converged "
+             "solve(s)", len(sentences), words, seconds, speed["tokens_per_second"] or 0.0,
+             ", tokenizing included" if args.input == "text" else "", tagger.device, torch.get_num_threads(),
+             tagger.nonconverged)
     if tagger.nonconverged:
         log.warning("%d sentence solve(s) of the implicit layer missed their tolerance: their tags may differ "
                     "from a converged solve's", tagger.nonconverged)
@@ -227,3 +319,66 @@ def benchmark_main(argv: list[str]) -> None:
                  f"; accuracy {scores['accuracy']:.2f}%" if scores else "")
     write_tsv(args.out, pd.DataFrame(rows))
     log.info("wrote %s", args.out)
+
+
+def _read_utf8(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InnError(f"cannot read {flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def score_main(argv: list[str]) -> None:
+    """``inn score-text GOLD SYSTEM``: the CoNLL 2018 shared task's scores (Tokens, Sentences,
+    Words, UPOS, XPOS: precision, recall, F1 and the tags' accuracy on aligned words) of a
+    system's CoNLL-U file against the gold one of the same text (:mod:`inn.conll18`), printed as
+    the task's script prints them (``conll18_ud_eval.py -v``)."""
+    from inn.conll18 import METRICS, score_texts
+
+    parser = argparse.ArgumentParser(
+        prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", ""))
+    parser.add_argument("gold", help="the gold CoNLL-U file")
+    parser.add_argument("system", help="the system's CoNLL-U file of the same text (e.g. inn tag --input text)")
+    parser.add_argument("--out", help="also write the scores to this JSON file")
+    args = parser.parse_args(argv)
+    scores = score_texts(_read_utf8(args.gold, "gold"), _read_utf8(args.system, "system"), args.gold, args.system)
+    lines = ["Metric     | Precision |    Recall |  F1 Score | AligndAcc", "-----------+-----------+-----------+"
+             "-----------+-----------"]
+    for name in METRICS:
+        score = scores[name]
+        aligned = f"{score.aligned_accuracy:10.2f}" if score.aligned_accuracy is not None else ""
+        lines.append(f"{name:<11}|{score.precision:10.2f} |{score.recall:10.2f} |{score.f1:10.2f} |{aligned}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    if args.out:
+        from inn.io import write_json
+
+        write_json(args.out, {"gold": args.gold, "system": args.system,
+                              **{name: score.as_dict() for name, score in scores.items()}})
+
+
+def conllu_text_main(argv: list[str]) -> None:
+    """``inn conllu-text FILE``: the raw text of a CoNLL-U file, as a UD release's ``.txt``
+    (:func:`inn.data.documents.conllu_to_text`): what ``inn tag --input text`` tags to be scored
+    against the file."""
+    from inn.data.documents import conllu_to_text, decode
+
+    parser = argparse.ArgumentParser(
+        prog="inn conllu-text",
+        description="The raw text of a CoNLL-U file as UD's conllu_to_text.pl writes it: # text lines, a space "
+                    "between sentences, a blank line at # newpar and # newdoc, lines broken at 80 characters.")
+    parser.add_argument("conllu", help="the CoNLL-U file")
+    parser.add_argument("--width", type=int, default=80, help="break lines at a space from this length (0: never)")
+    parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")
+    args = parser.parse_args(argv)
+    try:
+        data = Path(args.conllu).read_bytes()
+    except OSError as exc:
+        raise InnError(f"cannot read {args.conllu}: {exc.strerror or exc}") from None
+    text = conllu_to_text(decode(data, args.conllu), args.conllu, args.width)
+    if args.out:
+        from inn.io import atomic_open
+
+        with atomic_open(args.out, encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,391 @@
+"""Running text to the words a tagger was trained on: sentences, tokens and words with their offsets.
+
+A tagger reads words as its corpus wrote them, so raw text is split the corpus's way. Two
+conventions for English, chosen by the corpus format a tagger file records:
+
+- ``ud`` (Universal Dependencies English, e.g. EWT, GUM; any CoNLL-U or tsv corpus): words are
+  written as in the text: brackets ``(``, quotes ``"`` “ ” and apostrophes ’ as they stand.
+  Clitics are words of their own inside one surface token, a CoNLL-U multiword token
+  (``I'm`` = ``I`` + ``'m``, ``don't`` = ``do`` + ``n't``, ``cannot``, ``gonna``, the
+  possessive ``'s`` and ``s'``, and a few apostrophe-less spellings such as ``dont``). Hyphens
+  between letters are split off (``search-engine`` = ``search`` ``-`` ``engine``, as EWT
+  writes them) unless the model's vocabulary holds the whole word (``e-mail``, ``co-workers``)
+  or its first part is a prefix UD English keeps attached (``non-``, ``pre-``, ``re-``...);
+  runs of ``!`` ``?`` ``.`` stay one token (``!!!``, ``?!``).
+- ``ptb`` (the Penn Treebank: WSJ, NLTK's sample): brackets are escaped (``-LRB-``,
+  ``-RCB-``...), double quotes become ``````/``''`` by their side, and clitics are separate
+  tokens. The escape is only what the model reads (:attr:`Word.model_form`): every word's
+  :attr:`Word.form` is the text as written, so output keeps the text recoverable.
+
+Sentences come from Punkt (:class:`nltk.tokenize.punkt.PunktSentenceTokenizer`, Kiss & Strunk
+2006), the algorithm behind NLTK's ``sent_tokenize``, given the abbreviations of the model's
+own training vocabulary (every word it saw that ends in a period, ``Mr.``, ``U.S.``, ``etc.``).
+NLTK's pretrained English Punkt parameters (the ``punkt_tab`` data) are not used: they are a
+separate download that NLTK does not ship, and a tagger's output should not depend on which
+data a machine happens to have. A blank line always ends a sentence (a paragraph break); a
+single line break is a space, as in the raw text files of UD releases, which wrap lines at 80
+characters.
+
+Words within a sentence come from NLTK's Treebank tokenizer
+(:class:`nltk.tokenize.TreebankWordTokenizer`), the Penn Treebank's own rules (Robert
+MacIntyre's sed script) kept by NLTK and run offline, on a copy of the sentence whose curly
+quotes read as straight ones and whose URLs and e-mail addresses are masked, so that its
+offsets are the text's; the rules above then adapt its split to the convention.
+
+Languages: English only (:data:`TOKENIZERS`); :func:`tokenizer_for` refuses another by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from inn.errors import InnError
+
+log = logging.getLogger(__name__)
+
+CONVENTIONS = ("ud", "ptb")
+#: language code -> what tokenizes it
+TOKENIZERS: dict[str, Callable[..., Tokenizer]] = {}
+
+# Same-length stand-ins, so that the Treebank tokenizer's offsets are the text's.
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+                         "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'})
+_PROTECTED = re.compile(
+    r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\"\.,;:!?\)\]}']"   # URLs, without trailing punctuation
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"                                # e-mail addresses
+    r"|(?<!\S)[:;=][-o^']?[()\[\]DPp/\\|3*]+(?=[\s.,!?]|$)"           # emoticons :) :-( ;P
+)
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
+_NON_SPACE = re.compile(r"\S+")
+_CLITIC = re.compile(r"(?i)^(?:['\u2019`](?:s|m|d|ll|re|ve)|n['\u2019]t)$")
+_APOSTROPHE = ("'", "\u2019")
+# the second halves the Treebank tokenizer splits off a word (MacIntyre's contractions)
+_SECOND_HALVES = {"not", "na", "ta", "me", "'n", "'ye", "is", "was"}
+_HYPHENATED = re.compile(r"^(?=.*[^\W\d_])[^\W_]+(?:-[^\W_]+)+$")  # parts of letters or digits, a letter somewhere
+_SLASHED = re.compile(r"^[^\W\d_]+(?:/[^\W\d_]+)+$")
+_DOTS = re.compile(r"^(\w+)(\.{2,})(\w*)$")                       # missing..and, Depot..
+_FINAL_PERIOD = re.compile(r"^[^\W_][^.]*[^\W_]\.$|^[^\W\d_]\w*\.$")       # format. (one period, at the end)
+_RUNS = (re.compile(r"^[.?!]+$"), re.compile(r"^[-=~_*+#]+$"), re.compile(r"^<+$"), re.compile(r"^>+$"),
+         re.compile(r"^\$+$"))
+# prefixes UD English keeps attached to the word after the hyphen (UD guidelines, EWT's practice)
+_KEPT_PREFIXES = {"e", "non", "pre", "post", "co", "ex", "re", "anti", "pro", "multi", "mid", "semi", "sub",
+                  "intra", "counter", "over", "under", "mis", "de", "un", "bi", "tri", "uni", "neo", "pseudo",
+                  "quasi", "ultra", "mega", "mini", "cyber", "cross", "socio", "psycho"}
+# common English abbreviations, besides those of the model's vocabulary (titles, months, days, Latin)
+_ENGLISH_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "rev", "hon", "capt", "col", "gen", "gov", "lt", "sgt", "sen", "rep", "st",
+    "jr", "sr", "inc", "corp", "co", "ltd", "bros", "dept", "univ", "assn", "ave", "blvd", "rd", "mt", "ft",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
+    "vs", "etc", "e.g", "i.e", "cf", "al", "approx", "est", "fig", "no", "nos", "vol", "pp", "ca", "viz",
+    "a.m", "p.m", "u.s", "u.k", "u.n",
+}
+# apostrophe-less contractions that UD English still splits (EWT: ``dont`` = ``do`` + ``nt``)
+_BARE_CONTRACTIONS = {
+    "dont": 2, "didnt": 3, "doesnt": 4, "isnt": 2, "wasnt": 3, "arent": 3, "werent": 4, "cant": 2,
+    "couldnt": 5, "wouldnt": 5, "shouldnt": 6, "havent": 4, "hasnt": 3, "hadnt": 3, "wont": 2, "aint": 2,
+    "im": 1, "ive": 1, "thats": 4,
+}
+#: the Penn Treebank's spelling of brackets
+PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-", "}": "-RCB-"}
+
+
+@dataclass(frozen=True)
+class Word:
+    """A syntactic word: ``form`` is the text as written, ``text[start:end]``; ``model_form`` is
+    what the tagger reads (the corpus's spelling: ``-LRB-`` for ``(`` in a Penn Treebank
+    corpus; the form itself in a UD one)."""
+
+    form: str
+    start: int
+    end: int
+    model_form: str
+
+
+@dataclass
+class Token:
+    """A surface token: one word, or the words of a multiword token (``I'm`` = ``I`` + ``'m``).
+    ``space_after``: whether whitespace (or the end of the text) follows it."""
+
+    words: list[Word]
+    space_after: bool = True
+
+    @property
+    def start(self) -> int:
+        return self.words[0].start
+
+    @property
+    def end(self) -> int:
+        return self.words[-1].end
+
+    @property
+    def form(self) -> str:
+        return "".join(word.form for word in self.words)
+
+
+@dataclass
+class RawSentence:
+    """A sentence of running text: its tokens, its text (whitespace runs as one space, as
+    CoNLL-U's ``# text`` writes it), whether it starts a paragraph, and, once tagged, one tag
+    per word (:meth:`inn.tagger.Tagger.tag_text`)."""
+
+    tokens: list[Token]
+    text: str
+    new_paragraph: bool = False
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def words(self) -> list[Word]:
+        return [word for token in self.tokens for word in token.words]
+
+    @property
+    def start(self) -> int:
+        return self.tokens[0].start
+
+    @property
+    def end(self) -> int:
+        return self.tokens[-1].end
+
+
+def abbreviations(words: Iterable[str]) -> set[str]:
+    """The abbreviations among a vocabulary's words, as Punkt keeps them (lowercased, without the
+    final period): every word of two or more characters that ends in a period and holds a letter
+    (``Mr.`` -> ``mr``, ``U.S.`` -> ``u.s``, ``etc.`` -> ``etc``)."""
+    return {w[:-1].lower() for w in words if len(w) > 1 and w.endswith(".") and any(c.isalpha() for c in w)}
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of the blank-line-separated paragraphs of ``text``, surrounding
+    whitespace left out."""
+    spans, start = [], 0
+    for match in [*_BLANK_LINE.finditer(text), None]:
+        end = match.start() if match else len(text)
+        chunk = text[start:end]
+        if chunk.strip():
+            lead = len(chunk) - len(chunk.lstrip())
+            spans.append((start + lead, start + len(chunk.rstrip())))
+        if match:
+            start = match.end()
+    return spans
+
+
+class Tokenizer:
+    """Sentence splitting and tokenization of English running text (see the module docstring).
+
+    Args:
+        convention: ``ud`` or ``ptb``.
+        vocabulary: the words the model saw in training (lowercased); its abbreviations guide
+            the sentence splitter and its hyphenated words are kept whole (``ud``).
+    """
+
+    language = "en"
+
+    def __init__(self, convention: str = "ud", vocabulary: Iterable[str] = ()) -> None:
+        from nltk.tokenize import TreebankWordTokenizer
+        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+        if convention not in CONVENTIONS:
+            raise InnError(f"unknown tokenization convention {convention!r}: use {' or '.join(CONVENTIONS)}")
+        self.convention = convention
+        self.vocabulary = {w.lower() for w in vocabulary}
+        params = PunktParameters()
+        self.abbreviations = abbreviations(self.vocabulary) | _ENGLISH_ABBREVIATIONS
+        params.abbrev_types = set(self.abbreviations)
+        self._sentences = PunktSentenceTokenizer(params)
+        self._words = TreebankWordTokenizer()
+
+    # ----------------------------------------------------------------------- sentences
+
+    def sentence_spans(self, text: str) -> list[tuple[int, int, bool]]:
+        """``(start, end, new_paragraph)`` of every sentence of ``text``. Punkt's sentences that
+        no space separates (``wow!`` ``!``) are one."""
+        spans: list[tuple[int, int, bool]] = []
+        for p_start, p_end in paragraphs(text):
+            first = True
+            for s_start, s_end in self._sentences.span_tokenize(text[p_start:p_end]):
+                start, end = p_start + s_start, p_start + s_end
+                if not text[start:end].strip():
+                    continue
+                if not first and spans[-1][1] == start:
+                    spans[-1] = (spans[-1][0], end, spans[-1][2])
+                else:
+                    spans.append((start, end, first))
+                first = False
+        return spans
+
+    def split(self, text: str) -> list[RawSentence]:
+        """The sentences of ``text`` with their tokens and words; every offset indexes ``text``."""
+        sentences = []
+        for start, end, new_paragraph in self.sentence_spans(text):
+            tokens = self.tokenize(text, start, end)
+            if "".join(t.form for t in tokens) != "".join(text[start:end].split()):  # a safeguard: no character lost
+                log.debug("tokens of %r lose characters; splitting it at whitespace", text[start:end])
+                tokens = [Token([Word(m.group(), m.start(), m.end(), m.group())])
+                          for m in _NON_SPACE.finditer(text, start, end)]
+            if not tokens:
+                continue
+            for token, after in zip(tokens, tokens[1:]):
+                token.space_after = after.start > token.end
+            last = tokens[-1]
+            last.space_after = last.end >= len(text) or text[last.end].isspace()
+            sentences.append(RawSentence(tokens, " ".join(text[start:end].split()), new_paragraph))
+        return sentences
+
+    # ----------------------------------------------------------------------- words
+
+    def tokenize(self, text: str, start: int = 0, end: int | None = None) -> list[Token]:
+        """The tokens of the sentence ``text[start:end]``."""
+        end = len(text) if end is None else end
+        sentence = text[start:end]
+        masked = _PROTECTED.sub(lambda m: "x" * len(m.group()), sentence.translate(_QUOTES))
+        pieces = self._pieces(sentence, masked)
+        pieces = [(a + start, b + start, m) for a, b, m in pieces]
+        if self.convention == "ud":
+            pieces = self._ud_pieces(text, pieces)
+        return self._group(text, pieces)
+
+    def _pieces(self, sentence: str, masked: str) -> list[tuple[int, int, str]]:
+        """Treebank tokens of ``masked`` as (start, end, model form) in ``sentence``'s offsets."""
+        raw = self._words.tokenize(masked)
+        quotes = iter(m.group() for m in re.finditer(r"``|''|\"", masked))
+        surface = [next(quotes) if token in ('"', "``", "''") else token for token in raw]
+        pieces, point = [], 0
+        for token, form in zip(raw, surface):
+            begin = masked.find(form, point)
+            if begin < 0:  # never seen; the text is then split at whitespace rather than lost
+                log.debug("Treebank token %r not found in %r; splitting at whitespace", form, masked)
+                return [(m.start(), m.end(), m.group()) for m in _NON_SPACE.finditer(sentence)]
+            point = begin + len(form)
+            if self.convention == "ptb":
+                model = token if token in ("``", "''") else PTB_ESCAPES.get(token, sentence[begin:point])
+                model = model.translate(_QUOTES)
+            else:
+                model = sentence[begin:point]
+            pieces.append((begin, point, model))
+        return pieces
+
+    def _ud_pieces(self, text: str, pieces: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+        """UD English's splits on top of the Treebank's: runs of ``!?.`` joined, hyphens and
+        slashes between letters split off, leading quotes split from words, bare contractions split."""
+        out: list[tuple[int, int, str]] = []
+        for a, b, form in pieces:
+            if out and out[-1][1] == a and any(run.match(form) and run.match(out[-1][2]) for run in _RUNS):
+                out[-1] = (out[-1][0], b, out[-1][2] + form)  # !!!, ?!, <<, =---: one token
+                continue
+            lower = form.lower()
+            for pattern, mark in ((_HYPHENATED, "-"), (_SLASHED, "/")):
+                if (pattern.match(form) and lower not in self.vocabulary
+                        and lower.split(mark)[0] not in (_KEPT_PREFIXES if mark == "-" else ())):
+                    out += _split_at(form, a, mark, self.vocabulary)
+                    break
+            else:
+                out += self._ud_piece(a, b, form, lower)
+        return out
+
+    def _ud_piece(self, a: int, b: int, form: str, lower: str) -> list[tuple[int, int, str]]:
+        """One Treebank token as UD English writes it: a period run or a final period split off,
+        a leading quote split off, a bare contraction split."""
+        dots = _DOTS.match(form)
+        if dots:
+            parts = [p for p in dots.groups() if p]
+            out, at = [], a
+            for part in parts:
+                out.append((at, at + len(part), part))
+                at += len(part)
+            return out
+        if (_FINAL_PERIOD.match(form) and lower not in self.vocabulary
+                and lower[:-1] not in self.abbreviations):
+            return [(a, b - 1, form[:-1]), (b - 1, b, ".")]
+        if (len(form) > 1 and form[0] in _APOSTROPHE + ('"',) and form[1].isalpha()
+                and not _CLITIC.match(form) and lower not in self.vocabulary):
+            return [(a, a + 1, form[0]), (a + 1, b, form[1:])]
+        cut = _BARE_CONTRACTIONS.get(lower)
+        if cut is not None:
+            return [(a, a + cut, form[:cut]), (a + cut, b, form[cut:])]
+        return [(a, b, form)]
+
+    def _group(self, text: str, pieces: list[tuple[int, int, str]]) -> list[Token]:
+        """Pieces as tokens: in ``ud``, a clitic or a contraction's second half joined to the
+        word before it (no space between) makes a multiword token."""
+        tokens: list[Token] = []
+        open_quote = False
+        for i, (a, b, model) in enumerate(pieces):
+            word = Word(text[a:b], a, b, model)
+            if word.form in _APOSTROPHE:  # a lone ' opens or closes a quote, or is a possessive
+                follows_space = a == 0 or text[a - 1].isspace()
+                if follows_space and i + 1 < len(pieces) and pieces[i + 1][0] == b:
+                    open_quote = True
+                elif open_quote:
+                    open_quote = False
+                    tokens.append(Token([word]))
+                    continue
+            if self.convention == "ud" and tokens and tokens[-1].end == a and self._joins(tokens[-1], word, i, pieces):
+                tokens[-1].words.append(word)
+            else:
+                tokens.append(Token([word]))
+        return tokens
+
+    def _joins(self, previous: Token, word: Word, i: int, pieces) -> bool:
+        """Whether ``word`` belongs to the surface token before it (UD's multiword tokens)."""
+        before = previous.words[-1].form
+        if not before[-1:].isalpha() or len(previous.words) > 1:
+            return False
+        lower = word.form.lower()
+        if _CLITIC.match(word.form):
+            return True
+        if word.form in _APOSTROPHE:  # the possessive of a plural: parents'
+            return before[-1] in "sS" and (i + 1 == len(pieces) or pieces[i + 1][0] > word.end)
+        bare = (before + word.form).lower()
+        if bare in _BARE_CONTRACTIONS and _BARE_CONTRACTIONS[bare] == len(before):
+            return True
+        return lower in _SECOND_HALVES and (before + word.form).lower() in {
+            "cannot", "gonna", "gotta", "gimme", "lemme", "wanna", "more'n", "d'ye", "'tis", "'twas"}
+
+
+def _split_at(form: str, start: int, mark: str, vocabulary: set[str]) -> list[tuple[int, int, str]]:
+    """``form`` (at ``start``) split at every ``mark``, the mark a piece of its own; a part that
+    the vocabulary holds with the mark after it stays so (``w/`` in ``w/it``)."""
+    out: list[tuple[int, int, str]] = []
+    at = start
+    parts = form.split(mark)
+    for i, part in enumerate(parts):
+        last = i + 1 == len(parts)
+        if not last and (part + mark).lower() in vocabulary:
+            out.append((at, at + len(part) + 1, part + mark))
+            at += len(part) + 1
+            continue
+        out.append((at, at + len(part), part))
+        at += len(part)
+        if not last:
+            out.append((at, at + 1, mark))
+            at += 1
+    return out
+
+
+def _english(convention: str = "ud", vocabulary: Iterable[str] = ()) -> Tokenizer:
+    return Tokenizer(convention, vocabulary)
+
+
+TOKENIZERS["en"] = _english
+
+
+def tokenizer_for(language: str | None, convention: str = "ud", vocabulary: Iterable[str] = (),
+                  model: str = "the model") -> Tokenizer:
+    """The tokenizer of ``language`` (an ISO 639 code) in ``convention``.
+
+    Raises:
+        InnError: no tokenizer for that language, or the language is not known (``None``).
+    """
+    if language is None:
+        raise InnError(f"{model} does not record its language, so raw text cannot be split into its words: give "
+                       f"--language (tokenizers: {', '.join(sorted(TOKENIZERS))}), or pre-tokenized input "
+                       "(--input horizontal, vertical or conllu)")
+    factory = TOKENIZERS.get(language.lower().split("_")[0].split("-")[0])
+    if factory is None:
+        raise InnError(f"no tokenizer for language {language!r} ({model}): raw text can be tokenized in "
+                       f"{', '.join(sorted(TOKENIZERS))} only; give pre-tokenized input instead (--input horizontal, "
+                       "vertical or conllu)")
+    return factory(convention, vocabulary)
