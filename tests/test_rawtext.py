@@ -104,7 +104,8 @@ def test_conllu_output_keeps_the_text_recoverable():
     text = "I'm here (again), aren't I?  Yes.\nWe're fine!\n\nNext: the cat's bowl."
     sentences = Tokenizer("ud", VOCABULARY).split(text)
     out = write_text(raw_to_conllu(sentences, doc_id="doc1"), [["X"] * len(s.words) for s in sentences], "conllu")
-    assert out.startswith("# newdoc id = doc1\n# newpar\n# sent_id = 1\n# text = I'm here (again), aren't I?\n1-2\tI'm\t")
+    assert out.startswith("# newdoc id = doc1\n# newpar\n# sent_id = 1\n# text = I'm here (again), aren't I?\n"
+                          "1-2\tI'm\t")
     assert "\n1\tI\t_\t_\tX\t" in out and "\n2\t'm\t_\t_\tX\t" in out
     for sentence in read_conllu_text(out, "out"):  # # text = the tokens' forms, a space unless SpaceAfter=No
         said = next(f[0] for f in sentence.lines if f[0].startswith("# text = "))[len("# text = "):]

@@ -188,8 +188,9 @@ class Tagger:
             return None
         dev = self.data.get("dev_unseen")
         if dev is None:
-            limit, basis = FOREIGN_FALLBACK, (f"above {FOREIGN_FALLBACK:.0%}; the tagger file does not record its dev "
-                                              "set's share (export it again with inn export-tagger to record it)")
+            limit = FOREIGN_FALLBACK
+            basis = (f"more than {limit:.0%}; the tagger file does not record its dev set's share: export it again "
+                     "with inn export-tagger to record it")
         else:
             limit = dev + max(dev, FOREIGN_MARGIN)
             basis = f"its dev set's {dev:.1%}"

@@ -79,8 +79,9 @@ def _log_accuracy(scores: dict) -> None:
     """The ``--accuracy`` lines: the scores, the unseen share beside the dev set's, and the gold
     tags no output can match."""
     dev = scores.get("dev_unseen_share")
+    unseen = "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%"
     log.info("accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens", scores["accuracy"], scores["tokens"],
-             "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%", scores["unseen_tokens"])
+             unseen, scores["unseen_tokens"])
     log.info("%.1f%% of the tokens are unseen in training; its dev set: %s", 100 * scores["unseen_share"],
              "not recorded" if dev is None else f"{dev:.1%}")
     outside = scores["outside_tokens"]
