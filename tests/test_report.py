@@ -16,7 +16,7 @@ from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
 from inn.experiment.config import validate_config
-from inn.experiment.report import render, scale_differences
+from inn.experiment.report import render, scale_differences, solver_figure, timing_plot, training_devices
 from inn.tables import read_tsv, write_tsv
 from inn.experiment.timing import fit_power_law, fit_table
 
@@ -309,7 +309,7 @@ def test_report_tables_parse_back_equal_to_the_tsvs(runs):
     write_tsv(tables / "data_pos.tsv", pd.DataFrame({"corpus": ["ewt"], "split": ["train"], "sentences": [10]}))
     config = validate_config({"walks": {"dim": 4}}, SCHEMA)
     html = render(config=config, schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
-    assert "Reduced scale" in html and "walks.dim = 4" in html
+    assert "Not the full reproduction (scale label: " in html and "walks.dim = 4" in html
     parsed = {t: pd.read_html(io.StringIO(html), attrs={"id": t})[0] for t in ("table1", "table2", "data-pos")}
     t1 = pd.read_csv(tables / "table1.tsv", sep="\t")
     means = parsed["table1"]["INN error"].str.extract(r"^([0-9.]+)")[0].astype(float)
@@ -448,3 +448,95 @@ def test_blstm_sizes_are_compared_on_the_seeds_they_share(tmp_path):
     collect_main(["--results", str(tmp_path), "--out-dir", str(tmp_path / "tables")])
     t1 = pd.read_csv(tmp_path / "tables/table1.tsv", sep="\t").set_index("b")
     assert t1.loc[0.5, "bilstm_best_size"] == 300 and t1.loc[0.5, "bilstm_seeds"] == 1
+
+
+def _boxes_apart(fig) -> None:
+    """No two panels' extents (axes, tick labels, axis labels, titles, their legends) overlap,
+    no panel's legend lies on its plotting area, and no figure legend on a panel; within a
+    panel no two tick labels overlap."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axes = fig.axes
+    for i, a in enumerate(axes):
+        for b in axes[i + 1:]:
+            assert not a.get_tightbbox(renderer).overlaps(b.get_tightbbox(renderer)), (a.get_ylabel(), b.get_ylabel())
+        if a.get_legend() is not None:
+            assert not a.get_legend().get_window_extent(renderer).overlaps(a.get_window_extent(renderer))
+        for axis in (a.xaxis, a.yaxis):
+            labels = [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            for j, box in enumerate(boxes):
+                for other, text in zip(boxes[j + 1:], labels[j + 1:]):
+                    assert not box.overlaps(other), (labels[j].get_text(), text.get_text())
+    for legend in fig.legends:
+        for a in axes:
+            assert not legend.get_window_extent(renderer).overlaps(a.get_tightbbox(renderer))
+
+
+def test_solver_figure_keeps_labels_and_legend_off_the_neighbours():
+    """Ten implicit runs (the paper scale's count), one of them Newton-Krylov: three panels whose
+    y labels and legend stay clear of each other; Anderson-only runs get no empty Krylov panel."""
+    rows = []
+    for r in range(10):
+        for epoch in range(1, 31):
+            rows.append({"task": "walks", "dataset": f"b0.{r}", "model": "inn", "seed": r % 3 + 1, "epoch": epoch,
+                         "newton_iters": 5.0 + r + epoch % 7, "krylov_iters": 30.0 if r == 0 else 0.0,
+                         "nonconverged": (epoch * r) % 23})
+    histories = pd.DataFrame(rows)
+    fig = solver_figure(histories)
+    assert [a.get_ylabel() for a in fig.axes] == [
+        "mean outer iterations per batch", "mean Krylov iterations per batch", "sequences above tol per epoch"]
+    assert len(fig.legends[0].get_texts()) == 10
+    _boxes_apart(fig)
+    anderson = solver_figure(histories.assign(krylov_iters=0.0, nonconverged=0))
+    assert [a.get_ylabel() for a in anderson.axes] == ["mean outer iterations per batch", "sequences above tol per epoch"]
+    assert anderson.axes[1].get_ylim() == (0, 1)  # counts of zero: an axis to 1, not +-0.05
+    _boxes_apart(anderson)
+
+
+def test_timing_figure_ticks_the_lengths_measured_in_plain_numbers():
+    rows = []
+    for task, models in (("pos", ["bigru", "bilstm", "gru", "inn", "lstm"]), ("walks", ["bilstm-h16", "inn"])):
+        for model in models:
+            for n in (10, 20, 40, 80, 160):
+                rows.append({"task": task, "model": model, "n": n, "seconds": 1e-4 * n ** 1.5,
+                             "newton_iters": 7.0 if model == "inn" else np.nan,
+                             "krylov_iters": 0.0 if model == "inn" else np.nan})
+    measurements = pd.DataFrame(rows)
+    fits = pd.DataFrame([{"task": t, "model": m, "a": 1e-4, "p": 1.5} for t, m in
+                         measurements[["task", "model"]].drop_duplicates().itertuples(index=False)])
+    fig = timing_plot(measurements, fits)
+    _boxes_apart(fig)
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["10", "20", "40", "80", "160"]
+    # one legend entry per model (its fit); no Krylov line for Anderson's solves
+    assert len(fig.axes[0].get_legend().get_texts()) == 5
+    assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["pos inn: outer", "walks inn: outer"]
+
+
+def test_training_devices_come_from_the_runs_not_the_renderer():
+    """Each epoch's device and threads from history.tsv (a run that moved counts under each);
+    histories without them fall back on the runs table (metrics.json: the last epoch's), said so."""
+    histories = pd.DataFrame([
+        # a run that moved from one CPU core to a GPU and back
+        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 1, "device": "cpu", "threads": 1},
+        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 2,
+         "device": "cuda NVIDIA H200", "threads": 16},
+        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 3, "device": "cpu", "threads": 1},
+        {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "epoch": 1, "device": "cpu", "threads": 2},
+        # written before devices were recorded
+        {"task": "pos", "dataset": "ewt", "model": "inn", "seed": 1, "epoch": 1, "device": np.nan, "threads": np.nan},
+    ])
+    runs = pd.DataFrame([
+        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
+        {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "device": "cpu", "threads": 2},
+        {"task": "pos", "dataset": "ewt", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
+        {"task": "pos", "dataset": "ewt", "model": "perceptron", "seed": 1, "device": "cpu", "threads": np.nan},
+    ])
+    assert training_devices(histories, runs) == [
+        {"label": "cpu, 1 thread", "runs": 2, "from_metrics": 1},
+        {"label": "cuda NVIDIA H200", "runs": 1, "from_metrics": 0},
+        {"label": "cpu, 2 threads", "runs": 1, "from_metrics": 0},
+        {"label": "cpu, threads not recorded", "runs": 1, "from_metrics": 1},
+    ]
+    assert training_devices(pd.DataFrame(), pd.DataFrame()) == []

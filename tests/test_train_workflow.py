@@ -97,7 +97,7 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
         ("pos", "inn"), ("pos", "bilstm"), ("walks", "inn"), ("walks", "bilstm-h4")}
     assert timing.n_min.eq(4).all() and timing.n_max.eq(8).all()
     html = (tmp_path / "results/report/index.html").read_text()
-    assert "Reduced scale" in html and "Implicit-layer benchmark" in html
+    assert "Not the full reproduction (scale label: test)" in html and "Implicit-layer benchmark" in html
     parsed = pd.read_html(io.StringIO(html), attrs={"id": "table2"})[0]
     assert pd.to_numeric(parsed["accuracy"].iloc[:3]).tolist() == pytest.approx(ours.accuracy.round(2).tolist())
     # every POS model is also a tagger file: it fills the corpus's column (UPOS) as evaluate tags it

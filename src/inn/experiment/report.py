@@ -24,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
@@ -67,10 +68,53 @@ def software_versions() -> dict[str, str]:
 
 
 def device_description() -> str:
-    cpu = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    """The machine that renders the report (not the one that trained the runs: see
+    :func:`training_devices`)."""
     if torch.cuda.is_available():
-        return f"CUDA: {torch.cuda.get_device_name(0)} (and CPU {cpu})"
-    return f"CPU only: {cpu}"
+        return f"CUDA: {torch.cuda.get_device_name(0)} (and CPU {platform.processor() or platform.machine()})"
+    return f"CPU only: {platform.processor() or platform.machine()}"
+
+
+def _device_label(device, threads) -> str:
+    """``cpu, 1 thread``, ``cpu, 2 threads`` or ``cuda NVIDIA H200`` (CPU threads matter little there)."""
+    device = str(device)
+    if device.startswith("cuda"):
+        return device
+    if pd.isna(threads):
+        return f"{device}, threads not recorded"
+    threads = int(threads)
+    return f"{device}, {threads} thread{'s' if threads != 1 else ''}"
+
+
+def training_devices(histories: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
+    """Where the runs trained, read from their own files: one entry per device (``label``) with
+    the number of runs that trained there (``runs``; a run that moved between machines counts
+    under each), most runs first.
+
+    Each history row records its epoch's device and threads. A history written before they were
+    recorded (and the perceptron's) falls back on its run's metrics.json (the runs table), which
+    holds the device of the last epoch only: ``from_metrics`` counts those runs.
+    """
+    counts: dict[str, dict] = {}
+    recorded = set()
+    keys = ["task", "dataset", "model", "seed"]
+
+    def count(label: str, from_metrics: bool) -> None:
+        entry = counts.setdefault(label, {"label": label, "runs": 0, "from_metrics": 0})
+        entry["runs"] += 1
+        entry["from_metrics"] += int(from_metrics)
+
+    if not histories.empty and "device" in histories:
+        for key, run in histories[histories.device.notna()].groupby(keys, sort=False):
+            recorded.add(tuple(key))
+            threads = run["threads"] if "threads" in run else pd.Series(np.nan, index=run.index)
+            for label in dict.fromkeys(_device_label(d, t) for d, t in zip(run.device, threads)):
+                count(label, False)
+    if not runs.empty and "device" in runs:
+        for row in runs.itertuples():
+            if tuple(getattr(row, k) for k in keys) not in recorded and not pd.isna(row.device):
+                count(_device_label(row.device, getattr(row, "threads", np.nan)), True)
+    return sorted(counts.values(), key=lambda entry: -entry["runs"])
 
 
 def scale_differences(config: dict, schema: Path) -> list[str]:
@@ -149,59 +193,95 @@ def learning_curves(histories: pd.DataFrame) -> list[dict]:
 
 
 def solver_curves(histories: pd.DataFrame) -> str | None:
-    """Outer (Newton or Anderson) and Krylov iterations and non-converged sequences per epoch of the INN runs."""
+    """:func:`solver_figure` as a PNG data URI (None without implicit runs)."""
+    fig = solver_figure(histories)
+    return None if fig is None else figure_uri(fig)
+
+
+def solver_figure(histories: pd.DataFrame):
+    """Outer (Newton or Anderson) and Krylov iterations and non-converged sequences per epoch of
+    the implicit runs; the Krylov panel only where a run has Krylov iterations (Newton-Krylov).
+    One legend beside the panels, so that neither it nor a y label covers a neighbour."""
     if histories.empty or "newton_iters" not in histories:
         return None
     inn = histories[histories.newton_iters.notna()]
     if inn.empty:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    panels = [("newton_iters", "mean outer iterations per batch")]
+    if "krylov_iters" in inn and (inn.krylov_iters.fillna(0) > 0).any():
+        panels.append(("krylov_iters", "mean Krylov iterations per batch"))
+    if "nonconverged" in inn:
+        panels.append(("nonconverged", "sequences above tol per epoch"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.2, 3.4), squeeze=False,
+                             layout="constrained")
     for (task, dataset, model, seed), run in inn.groupby(["task", "dataset", "model", "seed"], sort=False):
-        label = f"{task} {dataset} {model} s{seed}"
-        axes[0].plot(run.epoch, run.newton_iters, marker=".", label=label)
-        axes[1].plot(run.epoch, run.krylov_iters, marker=".", label=label)
-        if "nonconverged" in run:
-            axes[2].plot(run.epoch, run.nonconverged, marker=".", label=label)
-    axes[0].set(xlabel="epoch", ylabel="mean outer iterations / batch")
-    axes[1].set(xlabel="epoch", ylabel="mean Krylov iterations / batch")
-    axes[2].set(xlabel="epoch", ylabel="non-converged sequences")
-    axes[0].legend(fontsize=7)
-    return figure_uri(fig)
+        for ax, (column, _) in zip(axes[0], panels):
+            ax.plot(run.epoch, run[column], marker=".", label=f"{task} {dataset} {model} s{seed}")
+    for ax, (column, label) in zip(axes[0], panels):
+        ax.set(xlabel="epoch", ylabel=label)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if column == "nonconverged":  # counts: whole numbers, and an axis to 1 when every count is 0
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(0, max(1.0, float(inn[column].max()) * 1.08))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+    return fig
+
+
+def _length_axis(ax, lengths) -> None:
+    """A log x axis of sequence lengths ticked at the lengths measured, in plain numbers (the
+    default minor labels, 2x10^1 3x10^1 4x10^1, print over each other)."""
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(lengths), [f"{n:g}" for n in sorted(lengths)])
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def timing_figure(measurements: pd.DataFrame, fits: pd.DataFrame) -> str | None:
-    """Seconds per batch against n (log-log) with the fitted power laws, and iterations vs n."""
+    """:func:`timing_plot` as a PNG data URI (None without measurements)."""
+    fig = timing_plot(measurements, fits)
+    return None if fig is None else figure_uri(fig)
+
+
+def timing_plot(measurements: pd.DataFrame, fits: pd.DataFrame):
+    """Seconds per batch against n (log-log) with the fitted power laws, and iterations vs n
+    (Krylov iterations only where a solver has them). Each panel's legend sits below it, clear
+    of the points and of its neighbours."""
     if measurements.empty:
         return None
     tasks = list(dict.fromkeys(measurements.task))
     implicit = "newton_iters" in measurements and measurements.newton_iters.notna().any()
-    fig, axes = plt.subplots(1, len(tasks) + int(implicit), figsize=(5 * (len(tasks) + int(implicit)), 3.8),
-                             squeeze=False)
+    lengths = measurements.n.unique()
+    panels = len(tasks) + int(implicit)
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.6), squeeze=False, layout="constrained")
     for ax, task in zip(axes[0], tasks):
         for model, group in measurements[measurements.task == task].groupby("model", sort=False):
             per_n = group.groupby("n")["seconds"].min()
-            line, = ax.loglog(per_n.index, per_n.values, "o", label=model)
             fit = fits[(fits.task == task) & (fits.model == model)]
-            if not fit.empty:
+            line, = ax.plot(per_n.index, per_n.values, "o", label=None if not fit.empty else model)
+            if not fit.empty:  # one legend entry per model: its fit
                 a, p = float(fit.a.iloc[0]), float(fit.p.iloc[0])
                 n = np.geomspace(per_n.index.min(), per_n.index.max(), 50)
-                ax.loglog(n, a * n**p, "-", color=line.get_color(), alpha=0.7, label=f"{a:.2g} n^{p:.2f}")
+                ax.plot(n, a * n**p, "-", color=line.get_color(), alpha=0.7, label=f"{model}: {a:.2g} n^{p:.2f}")
+        ax.set_yscale("log")
+        _length_axis(ax, lengths)
         theirs = paper.TIMING.get(task)
-        ax.set(xlabel="sequence length n", ylabel="seconds per batch of 20", title=f"{task}")
-        if theirs:
-            ax.set_title(f"{task} (paper: {theirs['a']} n^{theirs['p']} on a K40)")
-        ax.legend(fontsize=7)
+        title = f"{task} (paper: {theirs['a']} n^{theirs['p']} on a K40)" if theirs else task
+        ax.set(xlabel="sequence length n", ylabel="seconds per batch of 20", title=title)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     if implicit:
         ax = axes[0][-1]
         inn = measurements[measurements.newton_iters.notna()]
         for (task, model), group in inn.groupby(["task", "model"], sort=False):
             per_n = group.groupby("n")[["newton_iters", "krylov_iters"]].mean()
             ax.plot(per_n.index, per_n.newton_iters, "o-", label=f"{task} {model}: outer")
-            ax.plot(per_n.index, per_n.krylov_iters, "s--", label=f"{task} {model}: Krylov")
-        ax.set(xscale="log", xlabel="sequence length n", ylabel="iterations per solve",
-               title="implicit layer: solver iterations")
-        ax.legend(fontsize=7)
-    return figure_uri(fig)
+            if (per_n.krylov_iters.fillna(0) > 0).any():
+                ax.plot(per_n.index, per_n.krylov_iters, "s--", label=f"{task} {model}: Krylov")
+        _length_axis(ax, lengths)
+        ax.set_ylim(bottom=0)
+        ax.set(xlabel="sequence length n", ylabel="iterations per solve", title="implicit layer: solver iterations")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    return fig
 
 
 def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
@@ -350,6 +430,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         config_yaml=yaml.safe_dump(config, sort_keys=False),
         versions=software_versions(),
         device=device_description(),
+        trained_on=training_devices(histories, read_table(tables / "runs.tsv")),
         revision=git_revision(repo or Path.cwd()),
     )
 
