@@ -83,6 +83,10 @@ def test_the_schema_admits_every_benchmark_method():
      r"none would be timed; set timing\.pos_corpus: null, or add a model to models\.pos\.run$"),
     ({"models": {"pos": {"run": ["perceptron"]}}, "timing": {"pos_corpus": "ewt"}},
      r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained"),
+    # taggers with nothing to train them on (config/tagger.yaml without a corpus of one's own)
+    ({"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"enabled": False}}, "models": {"pos": {"run": ["bilstm"]}}},
+     r"^config: models\.pos\.run: bilstm would be trained, but no corpus is enabled: add one under corpora \(README, "
+     r"\"Your own corpus\"\), or set models\.pos\.run: \[\]$"),
 ])
 def test_schema_rejections_name_the_key(config, message):
     with pytest.raises(InnError, match=message) as info:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import subprocess
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from inn.data.corpora import EWT_FILES
-from test_workflow import REPO, snakemake
+from test_workflow import REPO, SNAKEMAKE, snakemake
 
 UPOS = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X"}
@@ -23,11 +27,59 @@ def test_training_rules_in_the_full_dry_run():
         assert rule in result.stdout + result.stderr
 
 
+#: presets that are given with a corpus of one's own (README, "Your own corpus")
+NEED_A_CORPUS = {"tagger.yaml"}
+
+
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
-def test_every_preset_is_valid(preset):
-    result = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}")
+def test_every_preset_is_valid(preset, tmp_path, ewt_dir):
+    own = []
+    if preset in NEED_A_CORPUS:
+        alone = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}")
+        assert alone.returncode != 0
+        assert alone.stderr.strip().splitlines()[-1].startswith("error: config: models.pos.run: ")
+        corpus = {"format": "conllu", "tags": "xpos", **{split: str(ewt_dir / name) for split, name in EWT_FILES.items()}}
+        (tmp_path / "my.yaml").write_text(yaml.safe_dump({"corpora": {"mine": corpus}}))
+        own = [str(tmp_path / "my.yaml")]
+    result = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}", *own)
     assert result.returncode == 0, result.stderr
     assert "train_model" in result.stdout + result.stderr
+
+
+@pytest.mark.workflow
+def test_the_tagger_preset_trains_the_named_taggers_alone_in_a_folder_of_its_own(tmp_path, ewt_dir):
+    """config/tagger.yaml as the README runs it, from a checkout that holds another run's results:
+    the named taggers of a corpus of one's own trained, scored and exported under out/NAME, no
+    walks, timing, benchmark or download, and nothing outside that folder written."""
+    checkout = tmp_path / "checkout"
+    (checkout / "results/tables").mkdir(parents=True)
+    (checkout / "results/tables/table2.tsv").write_text("another run's table\n")
+    small = {"corpora": {"my_tb": user_treebank(tmp_path / "treebank", ewt_dir)},
+             "models": {"pos": {"run": ["bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1}},
+             "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
+             "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
+             "device": "cpu", "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10}}
+    (checkout / "my.yaml").write_text(yaml.safe_dump(small))
+    command = SNAKEMAKE + ["--cores", "2", "--configfile", str(REPO / "config/tagger.yaml"), "my.yaml",
+                           "--directory", "out/my_tagger"]
+    result = subprocess.run(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = result.stdout + result.stderr
+    jobs = set(re.findall(r"^(\w+)\s+\d+$", stats[stats.index("Job stats:"):stats.index("total")], re.M))
+    assert jobs == {"prepare_corpus", "train_model", "train_perceptron", "evaluate_model", "export_tagger",
+                    "summarize_data", "collect_tables", "render_report", "all"}
+    run = checkout / "out/my_tagger/results"
+    assert sorted(p.name for p in (run / "train/pos/my_tb").iterdir()) == ["bilstm", "perceptron"]
+    for model in ("bilstm", "perceptron"):
+        assert (run / f"taggers/pos/my_tb/{model}/seed1/tagger.pt").is_file()
+    assert not (run / "data/walks").exists() and not (run / "timing").exists()
+    written = sorted(str(p.relative_to(checkout)) for p in checkout.rglob("*")
+                     if p.is_file() and not p.is_relative_to(checkout / "out"))
+    assert written == ["my.yaml", "results/tables/table2.tsv"]
+    assert (checkout / "results/tables/table2.tsv").read_text() == "another run's table\n"
+    html = (run / "report/index.html").read_text()
+    assert "Not the full reproduction (scale label: paper)" in html and "corpora.my_tb: a corpus of your own" in html
 
 
 def _blank_xpos(line: str) -> str:

@@ -330,8 +330,8 @@ def check_config(config: Mapping) -> None:
     Raises:
         InnError: a solver option the solver does not take or whose value it refuses
             (:func:`inn.solvers.check_solver_options`), a corpus key its format does not
-            read, or a setting that names a corpus, walk set or bias the run does not have
-            (one line naming the key).
+            read, a setting that names a corpus, walk set or bias the run does not have, or
+            taggers to train without a corpus to train them on (one line naming the key).
     """
     check_solver_options(config["solver"]["name"], config["solver"]["options"], "config: solver.options",
                          name_where="config: solver.name")
@@ -342,6 +342,10 @@ def check_config(config: Mapping) -> None:
                 raise InnError(f"config: corpora.{name}.{key}: a {corpus['format']} corpus does not read it "
                                f"(it reads {', '.join(allowed)})")
     corpora = pos_corpora(config)
+    if config["models"]["pos"]["run"] and not corpora:  # e.g. config/tagger.yaml given without a corpus of one's own
+        raise InnError(f"config: models.pos.run: {', '.join(config['models']['pos']['run'])} would be trained, but no "
+                       "corpus is enabled: add one under corpora (README, \"Your own corpus\"), or set "
+                       "models.pos.run: []")
     timing = config["timing"]
     if timing["enabled"] and timing["pos_corpus"] is not None and timing["pos_corpus"] not in corpora:
         raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is not a corpus this run prepares "
