@@ -7,6 +7,7 @@ BiLSTM (a few hundred EWT sentences, one epoch) so that the tests take seconds.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import re
@@ -254,6 +255,9 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     assert again["XPOS"]["f1"] == pytest.approx(scores["conll18"]["XPOS"]["f1"])
     assert main(["score-text", str(gold), str(gold)]) == 0
     assert all(float(line.split("|")[3]) == 100.0 for line in capsys.readouterr().out.splitlines()[2:])
+    packed = tmp_path / "tagged.conllu.gz"
+    packed.write_bytes(gzip.compress(out.read_bytes()))
+    assert main(["score-text", str(gold), str(packed)]) == 0 and capsys.readouterr().out == table
 
 
 def test_refusals_and_warnings(tmp_path, tagger_file, ewt_dir, capsys, caplog):

@@ -139,12 +139,7 @@ def tag_main(argv: list[str]) -> None:
     for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
-    gold_text = None
-    if args.gold:
-        try:
-            gold_text = Path(args.gold).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InnError(f"cannot read --gold {args.gold}: {exc}") from None
+    gold_text = _read_utf8(args.gold, "--gold") if args.gold else None
 
     from inn.tagger import Tagger
 
@@ -323,10 +318,19 @@ def benchmark_main(argv: list[str]) -> None:
 
 
 def _read_utf8(path: str, flag: str) -> str:
+    """A CoNLL-U file to score, plain or gzip-compressed, as text (UTF-8, byte-order mark and
+    ``\\r\\n`` handled by :func:`inn.data.documents.decode`)."""
+    import gzip
+
+    from inn.data.documents import decode
+
     try:
-        return Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = Path(path).read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+    except (OSError, EOFError) as exc:
         raise InnError(f"cannot read {flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return decode(data, path)
 
 
 def score_main(argv: list[str]) -> None:
@@ -338,8 +342,9 @@ def score_main(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(
         prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", ""))
-    parser.add_argument("gold", help="the gold CoNLL-U file")
-    parser.add_argument("system", help="the system's CoNLL-U file of the same text (e.g. inn tag --input text)")
+    parser.add_argument("gold", help="the gold CoNLL-U file (may be gzip-compressed)")
+    parser.add_argument("system", help="the system's CoNLL-U file of the same text, e.g. from inn tag --input text "
+                                       "(may be gzip-compressed)")
     parser.add_argument("--out", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
     scores = score_texts(_read_utf8(args.gold, "gold"), _read_utf8(args.system, "system"), args.gold, args.system)
