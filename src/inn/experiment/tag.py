@@ -26,19 +26,25 @@ from inn.errors import InnError, positive_int
 log = logging.getLogger(__name__)
 
 
+def _input_bytes(files: list[str]):
+    """(bytes, source name) of each of ``files``, stdin for none or ``-``; an unreadable one is
+    one line naming it."""
+    for name in files or ["-"]:
+        if name == "-":
+            yield sys.stdin.buffer.read(), "<stdin>"
+            continue
+        try:
+            yield Path(name).read_bytes(), name
+        except OSError as exc:
+            raise InnError(f"cannot read {name}: {exc.strerror or exc}") from None
+
+
 def _read_inputs(files: list[str], form: str) -> tuple[list[tuple[TextSentence, str]], list[str]]:
     """Every sentence of ``files`` (stdin for none or ``-``) with its source, and the form
     each file was read as."""
     sentences: list[tuple[TextSentence, str]] = []
     forms = []
-    for name in files or ["-"]:
-        if name == "-":
-            data, source = sys.stdin.buffer.read(), "<stdin>"
-        else:
-            try:
-                data, source = Path(name).read_bytes(), name
-            except OSError as exc:
-                raise InnError(f"cannot read {name}: {exc.strerror or exc}") from None
+    for data, source in _input_bytes(files):
         read, used = read_text(data, source, form)
         sentences += [(s, source) for s in read]
         forms.append(used)
@@ -52,14 +58,7 @@ def _tag_texts(tagger, files: list[str], language: str | None,
     from inn.data.documents import contradiction, decode, raw_to_conllu
 
     texts = []
-    for name in files or ["-"]:
-        if name == "-":
-            data, source = sys.stdin.buffer.read(), "<stdin>"
-        else:
-            try:
-                data, source = Path(name).read_bytes(), name
-            except OSError as exc:
-                raise InnError(f"cannot read {name}: {exc.strerror or exc}") from None
+    for data, source in _input_bytes(files):
         texts.append((decode(data, source), source))
     sentences: list[TextSentence] = []
     tags: list[list[str]] = []
