@@ -18,6 +18,8 @@ import torch
 
 from inn.checkpoints import load_checkpoint
 from inn.experiment.breakdown import batch_costs, training_batches
+from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
+from inn.solvers import check_options
 
 torch.set_num_threads(1)
 model, meta = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt", device=torch.device("cpu"))
@@ -29,8 +31,10 @@ forward, backward = dict(model.rnn.options), dict(model.rnn.backward_options)
 batch_costs(model, batches[0], "token")  # warm-up
 for arg in sys.argv[3:]:
     extra = json.loads(arg)
-    model.rnn.options = {**forward, **{k: v for k, v in extra.items() if not k.startswith("backward_")}}
-    model.rnn.backward_options = {**backward, **{k: v for k, v in extra.items() if k.startswith("backward_")}}
+    model.rnn.options = {**forward, **{k: v for k, v in extra.items() if k not in BACKWARD_OPTIONS}}
+    model.rnn.backward_options = {**backward, **{k: v for k, v in extra.items() if k in BACKWARD_OPTIONS}}
+    check_options(model.rnn.solver, model.rnn.options)  # an option the layer does not take: refused, not ignored
+    check_backward_options(model.rnn.backward_options)
     rows = [batch_costs(model, batch, "token") for batch in batches]
 
     def mean(key: str) -> float:
