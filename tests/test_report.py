@@ -16,7 +16,8 @@ from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
 from inn.experiment.config import validate_config
-from inn.experiment.report import render, scale_differences, solver_figure, timing_plot, training_devices
+from inn.experiment.report import (learning_figure, render, scale_differences, solver_figure, timing_plot,
+                                  training_devices)
 from inn.tables import read_tsv, write_tsv
 from inn.experiment.timing import fit_power_law, fit_table
 
@@ -492,6 +493,22 @@ def test_solver_figure_keeps_labels_and_legend_off_the_neighbours():
     assert [a.get_ylabel() for a in anderson.axes] == ["mean outer iterations per batch", "sequences above tol per epoch"]
     assert anderson.axes[1].get_ylim() == (0, 1)  # counts of zero: an axis to 1, not +-0.05
     _boxes_apart(anderson)
+
+
+@pytest.mark.parametrize("epochs", [3, 30])
+def test_learning_curves_tick_whole_epochs(epochs):
+    """The quick preset's three epochs were ticked 1.0, 1.5, 2.0, 2.5, 3.0: an epoch count is a
+    whole number at every scale, and the dev score's title reads as its axis label does."""
+    histories = pd.DataFrame([{"task": "pos", "dataset": "ptb_sample", "model": model, "seed": 1, "epoch": epoch,
+                               "train_loss": 1.0 / epoch, "dev_accuracy": 90.0 - 5.0 / epoch}
+                              for model in ("inn", "bilstm") for epoch in range(1, epochs + 1)])
+    fig = learning_figure("pos", "ptb_sample", histories)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+    assert [ax.get_title() for ax in fig.axes] == ["pos ptb_sample: training loss", "pos ptb_sample: dev accuracy"]
+    assert learning_figure("pos", "ptb_sample", histories.drop(columns="dev_accuracy")) is None
 
 
 def test_timing_figure_ticks_the_lengths_measured_in_plain_numbers():

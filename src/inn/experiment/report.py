@@ -172,24 +172,36 @@ def load_histories(paths: Iterable[str | Path]) -> pd.DataFrame:
 
 
 def learning_curves(histories: pd.DataFrame) -> list[dict]:
-    """One figure per (task, dataset): dev score against epoch for every model (seed 1st)."""
+    """One figure per (task, dataset), :func:`learning_figure`, as PNG data URIs."""
     figures = []
     if histories.empty:
         return figures
     for (task, dataset), group in histories.groupby(["task", "dataset"], sort=False):
-        metric = "dev_accuracy" if task == "pos" else "dev_error"
-        if metric not in group:
-            continue
-        fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 3.6))
-        for model, runs in group.groupby("model", sort=True):
-            run = runs[runs.seed == runs.seed.min()]
-            ax_loss.plot(run.epoch, run.train_loss, marker=".", label=model)
-            ax_metric.plot(run.epoch, run[metric], marker=".", label=model)
-        ax_loss.set(xlabel="epoch", ylabel="training loss", title=f"{task} {dataset}: training loss")
-        ax_metric.set(xlabel="epoch", ylabel=metric.replace("_", " "), title=f"{task} {dataset}: {metric}")
-        ax_metric.legend(fontsize=8)
-        figures.append({"title": f"{task} / {dataset}", "uri": figure_uri(fig)})
+        fig = learning_figure(task, dataset, group)
+        if fig is not None:
+            figures.append({"title": f"{task} / {dataset}", "uri": figure_uri(fig)})
     return figures
+
+
+def learning_figure(task: str, dataset: str, group: pd.DataFrame):
+    """Training loss and dev score (accuracy for POS, error for the walks) against epoch for every
+    model of one task and data set (its first seed); epochs ticked at whole numbers, since a
+    run of three epochs would otherwise be ticked at 1.5 and 2.5. None without the dev score."""
+    metric = "dev_accuracy" if task == "pos" else "dev_error"
+    if metric not in group:
+        return None
+    label = metric.replace("_", " ")
+    fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for model, runs in group.groupby("model", sort=True):
+        run = runs[runs.seed == runs.seed.min()]
+        ax_loss.plot(run.epoch, run.train_loss, marker=".", label=model)
+        ax_metric.plot(run.epoch, run[metric], marker=".", label=model)
+    ax_loss.set(xlabel="epoch", ylabel="training loss", title=f"{task} {dataset}: training loss")
+    ax_metric.set(xlabel="epoch", ylabel=label, title=f"{task} {dataset}: {label}")
+    for ax in (ax_loss, ax_metric):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_metric.legend(fontsize=8)
+    return fig
 
 
 def solver_curves(histories: pd.DataFrame) -> str | None:
