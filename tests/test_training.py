@@ -340,10 +340,13 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
                  "--iterations", "2"]) == 0
     history = pd.read_csv(out / "history.tsv", sep="\t")
     assert len(history) == 1 and history.dev_accuracy.iloc[0] > 70
+    # where it trained, as a neural run's history records it (the report's header counts it)
+    assert (history.device.iloc[0], history.threads.iloc[0]) == ("cpu", 1)
     assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
                  "--out-dir", str(out), "--max-sequences", "100"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "perceptron" and metrics["task"] == "pos"
+    assert (metrics["device"], metrics["threads"]) == ("cpu", 1)
     assert 70 < metrics["accuracy"] < 100 and metrics["unseen_accuracy"] < metrics["accuracy"]
     assert (out / "predictions.tsv").is_file()
 

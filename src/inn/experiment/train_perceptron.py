@@ -22,6 +22,9 @@ from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
 
+#: NLTK's averaged perceptron is pure Python: it trains on one thread whatever torch is given
+THREADS = 1
+
 
 def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int = 5, seed: int = 1,
         max_train: int | None = None, meta: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -36,10 +39,11 @@ def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int
     seconds = time.perf_counter() - start
     dev_metrics, _ = score_pos(dev, peer.tag_sentences([[w for w, _ in s] for s in dev]), features.is_known)
     history = pd.DataFrame([{"epoch": iterations, "train_loss": None, "dev_loss": None, "dev_perplexity": None,
-                             "dev_accuracy": dev_metrics["accuracy"], "lr": None, "seconds": seconds}])
+                             "dev_accuracy": dev_metrics["accuracy"], "lr": None, "seconds": seconds,
+                             "device": "cpu", "threads": THREADS}])
     training = {"iterations": iterations, "seed": seed, "max_train": max_train}
     meta = {"task": "pos", "model": "perceptron", "seed": seed, **(meta or {}), "epochs": iterations,
-            "best_epoch": iterations, "seconds_per_epoch": seconds / iterations, "device": "cpu",
+            "best_epoch": iterations, "seconds_per_epoch": seconds / iterations, "device": "cpu", "threads": THREADS,
             "parameters": sum(len(w) for w in peer.tagger.model.weights.values()),
             "dev": {"accuracy": dev_metrics["accuracy"]}, "settings": {"training": training}}
     save_perceptron(peer, out_dir / "checkpoint.pt", meta, trained_on)
