@@ -199,6 +199,28 @@ def test_tokens_sentences_and_tags_with_a_multiword_token_and_other_sentence_bre
     assert _counts(score_texts(gold, three)["Sentences"]) == (1, 2, 3)
 
 
+def test_columns_a_file_leaves_empty_are_named_not_scored():
+    """The shared task counts _ = _ as right: a column either file leaves empty gets a row that
+    measures nothing (0, or the Words row again), and files given in the wrong order show as a
+    gold file without tags."""
+    from inn.conll18 import evaluate, read_ud, unscored
+
+    gold = read_ud(_conllu([["Kim/NNP", "left/VBD"]]))
+    xpos_only = read_ud(_conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\t_\tNNP")
+                        .replace("\tVBD\tVBD", "\t_\tVBD"))
+    upos_only = read_ud(_conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\tPROPN\t_")
+                        .replace("\tVBD\tVBD", "\tVERB\t_"))
+    assert unscored(gold, gold) == {}
+    assert evaluate(gold, xpos_only)["UPOS"].f1 == 0.0
+    assert unscored(gold, xpos_only) == {"UPOS": "the system file gives no UPOS (every word's is _): its row is 0 "
+                                                 "by construction"}
+    assert unscored(xpos_only, gold) == {"UPOS": "the gold file gives no UPOS (every word's is _): its row is 0 by "
+                                                 "construction"}
+    assert evaluate(upos_only, upos_only)["XPOS"].f1 == 100.0
+    assert unscored(upos_only, upos_only) == {"XPOS": "neither file gives XPOS: its row counts _ against _, the "
+                                                      "Words row again"}
+
+
 def test_another_text_is_refused_naming_where_it_differs():
     with pytest.raises(InnError, match=r"from character 2 \(gold 'c', system 'x'\)"):
         score_texts(_conllu([["ab", "c"]]), _conllu([["ab", "x"]]))
@@ -237,7 +259,7 @@ def test_tagger_file_records_language_format_and_dev_unseen_share(tagger_file):
         tagger.tag_text("Ich bin hier.")
 
 
-def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, capsys):
+def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, capsys, caplog):
     gold_text = "\n\n".join((ewt_dir / "en_ewt-ud-test.conllu").read_text(encoding="utf-8").split("\n\n")[:40]) + "\n\n"
     gold = tmp_path / "gold.conllu"
     gold.write_text(gold_text, encoding="utf-8")
@@ -248,10 +270,29 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
                  "--metrics", str(metrics)]) == 0
     scores = json.loads(metrics.read_text())
     assert scores["conll18"]["Words"]["f1"] > 95 and scores["tokens_per_second"] > 0
+    caplog.set_level(logging.WARNING)
+    caplog.clear()
     assert main(["score-text", str(gold), str(out), "--out", str(tmp_path / "s.json")]) == 0
     table = capsys.readouterr().out
     assert re.search(r"^Words\s+\|", table, re.M)
+    # an XPOS tagger's UPOS row is 0 by construction, and says so
+    assert [r.getMessage() for r in caplog.records] == [
+        "UPOS: the system file gives no UPOS (every word's is _): its row is 0 by construction"]
+    caplog.clear()
+    assert main(["score-text", str(out), str(gold)]) == 0 and capsys.readouterr().out
+    assert [r.getMessage() for r in caplog.records] == [
+        "UPOS: the gold file gives no UPOS (every word's is _): its row is 0 by construction; are the files in the "
+        "order GOLD SYSTEM?"]
     again = json.loads((tmp_path / "s.json").read_text())
+    assert again["unscored"] == {
+        "UPOS": "the system file gives no UPOS (every word's is _): its row is 0 by construction"}
+    # a gold file without the tagger's column: the one tag score inn tag gives says it measures nothing
+    no_xpos = tmp_path / "no_xpos.conllu"
+    no_xpos.write_text(re.sub(r"^(\d+\t(?:[^\t]*\t){3})[^\t]*", r"\1_", gold_text, flags=re.M), encoding="utf-8")
+    caplog.clear()
+    assert main(["tag", str(tagger_file), "--input", "text", str(raw), "--gold", str(no_xpos), "--out",
+                 str(tmp_path / "again.conllu")]) == 0
+    assert "XPOS F1 below measures nothing: the gold file gives no XPOS (every word's is _)" in caplog.text
     assert again["XPOS"]["f1"] == pytest.approx(scores["conll18"]["XPOS"]["f1"])
     assert main(["score-text", str(gold), str(gold)]) == 0
     assert all(float(line.split("|")[3]) == 100.0 for line in capsys.readouterr().out.splitlines()[2:])

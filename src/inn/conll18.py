@@ -280,3 +280,31 @@ def evaluate(gold: UDFile, system: UDFile) -> dict[str, Score]:
 def score_texts(gold: str, system: str, gold_source: str = "gold", system_source: str = "system") -> dict[str, Score]:
     """:func:`evaluate` on two CoNLL-U texts."""
     return evaluate(read_ud(gold, gold_source), read_ud(system, system_source))
+
+
+def gives_tags(ud: UDFile, column: str) -> bool:
+    """Whether any word of ``ud`` has a tag in ``column`` ("UPOS" or "XPOS"), not ``_``."""
+    attribute = column.lower()
+    return any(getattr(word, attribute) != "_" for word in ud.words)
+
+
+def unscored(gold: UDFile, system: UDFile) -> dict[str, str]:
+    """The tag metrics that two files cannot score, each with why.
+
+    The shared task's script counts an aligned word as right when its two tags are equal, ``_``
+    included, so a column that either file leaves empty still gets a row: ``_`` against ``_``
+    scores as the Words row (a UPOS tagger's XPOS against a treebank without XPOS, such as
+    French GSD), tags against ``_`` as 0 (an XPOS tagger's UPOS, or the files given in the
+    wrong order). Such a row measures nothing; this names it (:func:`gives_tags` tells which file
+    lacks the column).
+    """
+    reasons = {}
+    for column in ("UPOS", "XPOS"):
+        in_gold, in_system = gives_tags(gold, column), gives_tags(system, column)
+        if in_gold and not in_system:
+            reasons[column] = f"the system file gives no {column} (every word's is _): its row is 0 by construction"
+        elif in_system and not in_gold:
+            reasons[column] = f"the gold file gives no {column} (every word's is _): its row is 0 by construction"
+        elif not in_gold:
+            reasons[column] = f"neither file gives {column}: its row counts _ against _, the Words row again"
+    return reasons

@@ -193,11 +193,14 @@ def tag_main(argv: list[str]) -> None:
         _log_accuracy(scores)
         results.update(scores)
     if gold_text is not None:
-        from inn.conll18 import score_texts
+        from inn.conll18 import evaluate, read_ud, unscored
 
         system = text if output == "conllu" else write_text(sentences, predicted, "conllu", column)
-        shared = score_texts(gold_text, system, args.gold, "the tagged text")
+        gold_ud, system_ud = read_ud(gold_text, args.gold), read_ud(system, "the tagged text")
+        shared = evaluate(gold_ud, system_ud)
         tag = column.upper()
+        if tag in (cannot := unscored(gold_ud, system_ud)):
+            log.warning("%s F1 below measures nothing: %s", tag, cannot[tag])
         log.info("against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
                  "%.2f (%.2f%% of the aligned words)", args.gold, shared["Tokens"].f1, shared["Sentences"].f1,
                  shared["Words"].f1, tag, shared[tag].f1, shared[tag].aligned_accuracy or 0.0)
@@ -337,7 +340,7 @@ def score_main(argv: list[str]) -> None:
     Words, UPOS, XPOS: precision, recall, F1 and the tags' accuracy on aligned words) of a
     system's CoNLL-U file against the gold one of the same text (:mod:`inn.conll18`), printed as
     the task's script prints them (``conll18_ud_eval.py -v``)."""
-    from inn.conll18 import METRICS, score_texts
+    from inn.conll18 import METRICS, evaluate, gives_tags, read_ud, unscored
 
     parser = argparse.ArgumentParser(
         prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", ""))
@@ -346,7 +349,13 @@ def score_main(argv: list[str]) -> None:
                                        "(may be gzip-compressed)")
     parser.add_argument("--out", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
-    scores = score_texts(_read_utf8(args.gold, "gold"), _read_utf8(args.system, "system"), args.gold, args.system)
+    gold = read_ud(_read_utf8(args.gold, "gold"), args.gold)
+    system = read_ud(_read_utf8(args.system, "system"), args.system)
+    scores = evaluate(gold, system)
+    cannot = unscored(gold, system)
+    for column, reason in cannot.items():
+        swapped = gives_tags(system, column) and not gives_tags(gold, column)
+        log.warning("%s: %s%s", column, reason, "; are the files in the order GOLD SYSTEM?" if swapped else "")
     lines = ["Metric     | Precision |    Recall |  F1 Score | AligndAcc", "-----------+-----------+-----------+"
              "-----------+-----------"]
     for name in METRICS:
@@ -358,7 +367,7 @@ def score_main(argv: list[str]) -> None:
         from inn.io import write_json
 
         write_json(args.out, {"gold": args.gold, "system": args.system,
-                              **{name: score.as_dict() for name, score in scores.items()}})
+                              **{name: score.as_dict() for name, score in scores.items()}, "unscored": cannot})
 
 
 def conllu_text_main(argv: list[str]) -> None:
