@@ -16,7 +16,7 @@ import pytest
 
 from inn.conll18 import score_texts
 from inn.data.documents import conllu_to_text, raw_to_conllu, read_conllu_text, write_text
-from inn.data.tokenize import Tokenizer, tokenizer_for
+from inn.data.tokenize import PTB_ESCAPES, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.experiment.cli import main
 from inn.experiment.prepare import prepare_pos
@@ -51,6 +51,21 @@ def test_ptb_escapes_brackets_and_quotes_for_the_model_only():
                                                 "and", "“", "bye", "”", "."]
     assert [w.model_form for w in sentence.words] == ["He", "said", "``", "hi", "''", "-LRB-", "twice", "-RRB-",
                                                       "-LCB-", "ok", "-RCB-", "and", "``", "bye", "''", "."]
+
+
+def test_ptb_brackets_are_read_as_the_escapes_training_saw():
+    """NLTK's sample writes braces (-LCB-, tagged -LRB-) but no square brackets: a quick tagger
+    read ``[`` as the unseen -LSB- and tagged it JJ. A bracket is read as the nearest escape of
+    its kind that the vocabulary holds, and as the Penn Treebank's own when it holds none."""
+    text = "See [ok] and {ok} (ok)."
+    braces = Tokenizer("ptb", VOCABULARY + ["-LRB-", "-RRB-", "-LCB-", "-RCB-"]).split(text)
+    assert [w.model_form for w in braces[0].words] == ["See", "-LCB-", "ok", "-RCB-", "and", "-LCB-", "ok", "-RCB-",
+                                                       "-LRB-", "ok", "-RRB-", "."]
+    assert [w.form for w in braces[0].words] == ["See", "[", "ok", "]", "and", "{", "ok", "}", "(", "ok", ")", "."]
+    round_only = ptb_escapes(["-lrb-", "-rrb-"])
+    assert (round_only["["], round_only["}"]) == ("-LRB-", "-RRB-")
+    assert ptb_escapes(["-LSB-", "-LCB-"])["["] == "-LSB-" and ptb_escapes(["-LSB-"])["{"] == "-LSB-"
+    assert ptb_escapes(VOCABULARY) == PTB_ESCAPES
 
 
 @pytest.mark.parametrize("text, tokens", [
@@ -257,6 +272,9 @@ def test_tagger_file_records_language_format_and_dev_unseen_share(tagger_file):
     tagger.data["language"] = "de"
     with pytest.raises(InnError, match="no tokenizer for language 'de'"):
         tagger.tag_text("Ich bin hier.")
+    # a Penn Treebank tagger's pre-tokenized brackets, as its training wrote them
+    tagger.data["format"], tagger.features.word_counts["-lcb-"] = "ptb", 1
+    assert tagger.model_words(["(", "[", "x", "]", ")"]) == ["-LRB-", "-LCB-", "x", "-RSB-", "-RRB-"]
 
 
 def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, capsys, caplog):

@@ -32,7 +32,7 @@ from inn.checkpoints import COLUMNS, model_from_payload, read_checkpoint, self_c
 from inn.data.corpora import PTB_FORMATS
 from inn.data.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
-from inn.data.tokenize import PTB_ESCAPES, RawSentence, Tokenizer, tokenizer_for
+from inn.data.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.models import predict
 from inn.scoring import score_pos
@@ -75,6 +75,7 @@ class Tagger:
         #: what the file's ``data`` section says of the corpus (format, language, dev_unseen, corpus)
         self.data: dict[str, Any] = {}
         self._tokenizers: dict[str, Tokenizer] = {}
+        self._escapes: dict[str, str] | None = None  # brackets as its corpus writes them (model_words)
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: str = "auto", batch_size: int = 20) -> Tagger:
@@ -158,7 +159,9 @@ class Tagger:
         corpus, unchanged otherwise."""
         if self.convention != "ptb":
             return list(words)
-        return [PTB_ESCAPES.get(w, w) for w in words]
+        if self._escapes is None:
+            self._escapes = ptb_escapes(self.features.word_counts)
+        return [self._escapes.get(w, w) for w in words]
 
     def tag_text(self, text: str, language: str | None = None, progress: bool = False) -> list[RawSentence]:
         """Tag running text: its sentences, each with its tokens, its words (each with its form as

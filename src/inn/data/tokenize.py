@@ -91,6 +91,21 @@ _BARE_CONTRACTIONS = {
 }
 #: the Penn Treebank's spelling of brackets
 PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-", "}": "-RCB-"}
+#: each bracket's escapes, nearest first: a corpus may write only some (NLTK's sample of the
+#: WSJ has ``-LCB-`` but no ``-LSB-``), and its taggers have seen and tagged only those
+_BRACKET_ESCAPES = {"(": ("-LRB-",), ")": ("-RRB-",),
+                    "[": ("-LSB-", "-LCB-", "-LRB-"), "]": ("-RSB-", "-RCB-", "-RRB-"),
+                    "{": ("-LCB-", "-LSB-", "-LRB-"), "}": ("-RCB-", "-RSB-", "-RRB-")}
+
+
+def ptb_escapes(vocabulary: Iterable[str] = ()) -> dict[str, str]:
+    """Each bracket's Penn Treebank escape, as a tagger of ``vocabulary`` (its training words)
+    reads it: the nearest escape the vocabulary holds (``[`` as ``-LCB-`` for a corpus without
+    ``-LSB-``), else :data:`PTB_ESCAPES`'s, so that a bracket is never an unseen word when
+    training saw another of its kind."""
+    known = {w.lower() for w in vocabulary}
+    return {bracket: next((e for e in escapes if e.lower() in known), PTB_ESCAPES[bracket])
+            for bracket, escapes in _BRACKET_ESCAPES.items()}
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,7 @@ class Tokenizer:
             raise InnError(f"unknown tokenization convention {convention!r}: use {' or '.join(CONVENTIONS)}")
         self.convention = convention
         self.vocabulary = {w.lower() for w in vocabulary}
+        self.escapes = ptb_escapes(self.vocabulary)
         params = PunktParameters()
         self.abbreviations = abbreviations(self.vocabulary) | _ENGLISH_ABBREVIATIONS
         params.abbrev_types = set(self.abbreviations)
@@ -260,7 +276,7 @@ class Tokenizer:
                 return [(m.start(), m.end(), m.group()) for m in _NON_SPACE.finditer(sentence)]
             point = begin + len(form)
             if self.convention == "ptb":
-                model = token if token in ("``", "''") else PTB_ESCAPES.get(token, sentence[begin:point])
+                model = token if token in ("``", "''") else self.escapes.get(token, sentence[begin:point])
                 model = model.translate(_QUOTES)
             else:
                 model = sentence[begin:point]
