@@ -103,3 +103,29 @@ def test_compact_option(setting, device, want):
     from inn.solvers.anderson import compaction_pays
 
     assert compaction_pays(torch.device(device), setting) is want
+
+
+
+def test_forward_fallback_solves_a_trained_walks_stall_in_float64():
+    """A walk of the paper-scale b = 0.5 training set on which the epoch-5 INN's float32
+    Anderson solve needs more than ``fallback_after`` iterations or fails (NONFINITE after 77
+    steps where it was found), while the float64 copy of the same system converges in 20: with
+    the default ``fallback`` the solve ends converged, the fallback counted, and its state is
+    the float64 solution's."""
+    from inn.checkpoints import load_checkpoint
+    from inn.solvers import solve
+
+    model, _ = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt")
+    walk = torch.load("tests/fixtures/walks_b05_forward_stall.pt", weights_only=True)
+    mask = torch.ones(1, walk["x"].shape[0], dtype=torch.bool)
+    system = model.rnn.system(walk["x"][None], mask)
+    options = {k: v for k, v in model.rnn.options.items() if k not in ("fallback", "fallback_after")}
+    with torch.no_grad():
+        _, alone = solve(system, "anderson", fallback=None, **options)
+        H, stats = solve(system, "anderson", **options)
+        H64, reference = solve(system.in_precision(torch.float64), "anderson", tol=1e-10, max_iter=500)
+    assert not bool(alone.converged[0]) or int(alone.newton_iterations[0]) > 40
+    assert bool(stats.converged[0]) and stats.extra["fallback"] == 1
+    assert int(stats.candidate[0]) == 3  # after zeros, one_step and random in float32
+    assert bool(reference.converged[0])
+    assert float((H.double() - H64).norm() / H64.norm()) < 1e-3

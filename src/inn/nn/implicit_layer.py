@@ -463,11 +463,17 @@ class ImplicitSystem(BatchTensors):
         weights = tuple(w.to(torch.bfloat16) for w in self.weights)
         return type(self)(self.cell, self.X, self.mask, weights, self.h_start, self.h_end)
 
+    @property
+    def has_precision_copy(self) -> bool:
+        """Whether :meth:`in_precision` can give the same equations in another dtype (the
+        float64 fallbacks): only with the cell's ``transition`` hook, whose weights it casts."""
+        return hasattr(self.cell, "transition")
+
     def in_precision(self, dtype: torch.dtype) -> "ImplicitSystem | None":
         """The same equations with input terms, weights and boundaries in ``dtype`` (the
-        adjoint's float64 fallback); None for a cell without the ``transition`` hook, whose own
-        parameters would stay in theirs."""
-        if not hasattr(self.cell, "transition"):
+        float64 fallbacks of the solve and the adjoint); None for a cell without the
+        ``transition`` hook, whose own parameters would stay in theirs."""
+        if not self.has_precision_copy:
             return None
         return type(self)(self.cell, self.X.to(dtype), self.mask, tuple(w.to(dtype) for w in self.weights),
                           self.h_start.to(dtype), self.h_end.to(dtype))

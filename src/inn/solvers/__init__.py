@@ -78,6 +78,13 @@ _BACKTRACKS = SolverOption("max_backtracks", 6, "halvings of a Newton step per l
                            minimum=0)
 _BETA = SolverOption("beta", 1.0, "damping of each step (1: none)", type="number", exclusive_minimum=0, maximum=1)
 _SWEEPS = ("tridiagonal", "red_black", "jacobi")  # inn.solvers.anderson.SWEEPS
+#: options :func:`solve` applies itself, not the solver function (see its ``fallback``), for
+#: the solvers that list them
+_FALLBACK = SolverOption("fallback", "float64", "solve the sequences a float32 solve leaves above tol again on the "
+                         "float64 system, from the first candidate (null: never)", choices=("float64",), nullable=True)
+_FALLBACK_AFTER = SolverOption("fallback_after", 40, "float32 iterations per candidate before the fallback takes "
+                               "over", type="integer", minimum=1)
+FALLBACK_OPTIONS = (_FALLBACK, _FALLBACK_AFTER)
 
 
 def _sweep(default: str) -> SolverOption:
@@ -143,6 +150,7 @@ for _spec in (
                      minimum=1, resumable=True),
         SolverOption("compact", "auto", "sequences that are done leave the batch, forward and adjoint (auto: on "
                      "a CPU)", type="boolean", choices=("auto",)),
+        *FALLBACK_OPTIONS,
     ), max_iter=200, candidates=("zeros", "one_step", "random"),
         doc="Anderson-accelerated fixed-point iteration (inn.solvers.anderson)"),
     SolverSpec("fixed_point", _anderson.fixed_point, (_BETA, _sweep("jacobi"), _DIVERGENCE),
@@ -284,7 +292,15 @@ def solve(
             before the candidates: a warm start, e.g. each sequence's solution under the
             previous epoch's weights. ``stats.candidate`` then counts it as candidate 0 and
             the ``candidates`` from 1.
-        **options: the method's own options (:attr:`SolverSpec.options`).
+        **options: the method's own options (:attr:`SolverSpec.options`). Among Anderson's,
+            ``fallback``: ``"float64"`` (default) or None. A float32 iterate near a nearly singular
+            fixed point can stall or overflow where the same system in float64 converges (a
+            trained walks INN: NONFINITE after 77 float32 Anderson steps, 20 steps in
+            float64). With a system that has a float64 copy (``in_precision``), each float32
+            candidate then runs at most ``fallback_after`` iterations, and the sequences that
+            every candidate leaves above tol are solved again on the float64 copy from the
+            first candidate, with ``max_iter``; ``stats.candidate`` counts that solve after the
+            candidates, ``stats.extra["fallback"]`` how many sequences it took.
 
     Returns:
         ``(H, stats)``: H (B, n, k), the solution (for a failed sequence, the best iterate);
@@ -313,17 +329,24 @@ def solve(
     max_iter = spec.max_iter if max_iter is None else int(max_iter)
     generator = torch.Generator().manual_seed(seed)
     counter = Counter()
+    # solve's own options, not the solver function's (absent: the method's default, or none)
+    fallback = options.pop(_FALLBACK.name, spec.defaults.get(_FALLBACK.name))
+    fallback_after = options.pop(_FALLBACK_AFTER.name, _FALLBACK_AFTER.default)
+    # a float64 copy for the fallback: float32 systems whose cell can give one
+    precise = fallback is not None and getattr(system, "has_precision_copy", False) \
+        and system.X.dtype == torch.float32
+    first_max_iter = min(max_iter, fallback_after) if precise else max_iter
 
     def guess(sub, kind: str, rows: Tensor | None) -> Tensor:
         if kind != "start":
             return sub.initial_guess(kind, generator)
         return start if rows is None else start[rows]
 
-    def run(sub, kinds: Sequence[str], rows: Tensor | None = None):
+    def run(sub, kinds: Sequence[str], rows: Tensor | None = None, limit: int = first_max_iter):
         guesses = [guess(sub, kind, rows) for kind in kinds]
         stacked = sub.repeat(len(kinds))
         H, newton, krylov, res, code = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol,
-                                              max_iter=max_iter, **options)
+                                              max_iter=limit, **options)
         # a small residual far outside the box is no solution
         outside = stacked.outside_bounds(H) & (code == int(ResultCode.CONVERGED))
         code = code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
@@ -338,14 +361,15 @@ def solve(
             if retry.numel() == 0:
                 break
             log.debug("retrying %d sequence(s) from candidate %r", retry.numel(), kind)
-            H2, n2, k2, r2, c2, _ = run(system.select(retry), [kind], retry)
-            better = (c2 == int(ResultCode.CONVERGED)) | (r2 < res[retry])
-            idx = retry[better]
-            H[idx] = H2[better]
-            res[idx], code[idx] = r2[better], c2[better]
-            cand[idx] = index
-            newton[retry] += n2
-            krylov[retry] += k2
+            retried = run(system.select(retry), [kind], retry)
+            _take_better(retry, index, retried, H, newton, krylov, res, code, cand)
+    extra = {}
+    retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
+    if precise and retry.numel():
+        log.debug("solving %d sequence(s) again in float64", retry.numel())
+        retried = run(system.select(retry).in_precision(torch.float64), [tuple(candidates)[0]], retry, limit=max_iter)
+        _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
+        extra["fallback"] = int(retry.numel())
     stats = SolverStats(
         solver=method,
         newton_iterations=newton.cpu(),
@@ -356,9 +380,23 @@ def solve(
         candidate=cand.cpu(),
         function_evals=counter.f,
         jacobian_products=counter.jp,
+        extra=extra,
     )
     _report(stats, f"forward solve ({method})", tol, strict)
     return H, stats
+
+
+def _take_better(rows: Tensor, index: int, retried: tuple, H, newton, krylov, res, code, cand) -> None:
+    """Where a retry of ``rows`` converged or left a smaller residual, take its solution
+    (in H's dtype), residual and code, and name candidate ``index``; add its iterations."""
+    H2, n2, k2, r2, c2, _ = retried
+    better = (c2 == int(ResultCode.CONVERGED)) | (r2.to(res.dtype) < res[rows])
+    idx = rows[better]
+    H[idx] = H2[better].to(H.dtype)
+    res[idx], code[idx] = r2[better].to(res.dtype), c2[better]
+    cand[idx] = index
+    newton[rows] += n2
+    krylov[rows] += k2
 
 
 def _pick_winner(H, newton, krylov, res, code, groups: int):
