@@ -5,9 +5,9 @@ and the dev error, from the run's own history.
     git show 87fb7a7:docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.5/inn/seed1/last.pt > epoch5.pt
     python fallback_training.py MODE WALKS_B0.5_FOLDER OUT_FOLDER [MAX_TRAIN MAX_DEV]
 
-MODE: ``none`` (no fallback, no compaction: the solver as the run had it), ``float64`` or
-``direct`` (that fallback, no compaction), ``default`` (the layer's defaults today: the float64
-fallback and compaction).
+MODE: ``none`` (no fallback, forward or adjoint, no compaction: the solver as the run had it),
+``float64`` or ``direct`` (that adjoint fallback, no compaction, no forward fallback),
+``default`` (the layer's defaults today: both float64 fallbacks and compaction).
 
 The walks folder is the workflow's ``results/data/walks/b0.5`` of ``config/paper_walks.yaml``
 (fingerprint 14a89a4e4e15692f, the state's). MAX_TRAIN / MAX_DEV: the first walks of each
@@ -32,7 +32,7 @@ state = torch.load("epoch5.pt", weights_only=True)
 state["settings"]["training"].update(max_train=limits[0], max_dev=limits[1])
 options = dict(state["settings"]["model"]["solver_options"])
 if fallback != "default":
-    options.update(backward_fallback=None if fallback == "none" else fallback, compact=False)
+    options.update(backward_fallback=None if fallback == "none" else fallback, compact=False, fallback=None)
 state["settings"]["model"]["solver_options"] = options
 out.mkdir(parents=True, exist_ok=True)
 if (out / "last.pt").exists():  # a measurement cut short goes on from its last epoch
