@@ -92,7 +92,7 @@ for path in pathlib.Path("results").glob("train/*/*/*/seed*/history.tsv"):
 for path in pathlib.Path("results").glob("eval/*/*/*/seed*/metrics.json"):
     path.write_text(json.dumps(named(json.loads(path.read_text())), indent=2) + "\n")
 EOF
-      big=$(find results -name checkpoint.pt -size +15M -printf '--exclude=%p ')  # over what $OUT takes
+      big=$(find results -name '*.pt' -size +15M -printf '--exclude=%p ')  # over what $OUT takes
       tar -cf "$out/${run//:/_}.tar" $big --exclude=.lock logs $(ls -d results/train results/eval 2>/dev/null)
     ) &
   done
