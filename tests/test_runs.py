@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -49,6 +51,33 @@ def test_source_commit_names_the_checkout_or_the_version():
         assert commit == f"inn {inn.__version__}"
 
 
+def test_a_source_tree_git_archive_exported_names_its_commit(tmp_path):
+    """The source shipped without its repository (``git archive``, as to a lent GPU machine)
+    records the commit it was archived from, not ``inn <version>``."""
+    import inn
+
+    package = Path(inn.__file__).resolve().parent
+    git = ["git", "-C", str(package)]
+    if subprocess.run([*git, "ls-files", "--error-unmatch", "COMMIT"], capture_output=True).returncode:
+        pytest.skip("not a git checkout with inn/COMMIT committed")
+    head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
+    top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", top, "archive", "HEAD", "src/inn"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    shown = subprocess.run([sys.executable, "-c", "from inn.experiment.runs import source_commit; print(source_commit())"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path / "src")},
+                           cwd=tmp_path, check=True)
+    assert shown.stdout.strip() == head
+
+
+def test_an_unfilled_commit_file_is_no_commit(tmp_path):
+    (tmp_path / "COMMIT").write_text("$Format:%H$\n")
+    assert runs._archived_commit(tmp_path) is None
+    assert runs._archived_commit(tmp_path / "absent") is None
+    (tmp_path / "COMMIT").write_text("5e7c7e5a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e\n")
+    assert runs._archived_commit(tmp_path) == "5e7c7e5"
+
+
 def test_history_and_state_record_device_threads_and_commit(tmp_path, walks):
     out = _run(tmp_path / "results")
     train("walks", walks, "inn", out, _cfg(), INN_FAST, device="cpu", stop_after=2)
@@ -82,10 +111,17 @@ def test_kept_state_resumes_on_another_machine(tmp_path, walks, caplog):
     here, kept, there = tmp_path / "here" / "results", tmp_path / "kept", tmp_path / "there" / "results"
     train("walks", walks, "inn", _run(here), _cfg(), INN_FAST, device="cpu", stop_after=1)
     assert "warm_starts" in torch.load(_run(here) / "last.pt", weights_only=True)
+    history_file = _run(here) / "history.tsv"
+    written_history = history_file.read_text()
+    # a workflow job that resumes removes its outputs until its next epoch: the state's history is kept
+    history_file.unlink()
+    (_run(here) / "logs").mkdir()
+    (_run(here) / "logs" / "train_20261127094711_gpu.log").write_text("an earlier stretch\n")
     (written,) = save_states([here], kept)
     state = torch.load(written / "last.pt", weights_only=True)
     assert "warm_starts" not in state and state["train_state"]["epoch"] == 1
-    assert (written / "best.pt").is_file() and (written / "history.tsv").is_file()
+    assert (written / "best.pt").is_file() and (written / "history.tsv").read_text() == written_history
+    assert (written / "logs" / "train_20261127094711_gpu.log").read_text() == "an earlier stretch\n"
     assert list_runs([kept]).loc[0, "status"] == "unfinished"
     shutil.copytree(kept / "train", there / "train")
     with caplog.at_level(logging.INFO):

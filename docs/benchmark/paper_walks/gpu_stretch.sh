@@ -17,7 +17,9 @@
 #          finished, its eval folder. A finished run's checkpoint.pt stays behind (a b-LSTM 1,000
 #          is 32 MB, 1,500 73 MB: more than $OUT takes); its metrics, predictions and history come.
 #   here:  bash docs/benchmark/paper_walks/gpu_stretch.sh unpack PINNED FILES_AT
-#          puts each tar's folders into PINNED/out/paper_walks/results/ and removes stale locks.
+#          puts each tar's folders into PINNED/out/paper_walks/results/, the stretch's log into
+#          the run's logs/ (train_<began>_gpu.log, which --keep-states carries), and removes
+#          stale locks.
 set -euo pipefail
 step=${1:?usage: gpu_stretch.sh prepare PINNED RUN... | run SECONDS | unpack PINNED FILES_AT}
 shift
@@ -71,8 +73,9 @@ run)
       grep '^python -m inn evaluate ' "$root/$dir/commands" | sed 's/ 2> .*//; s/^python /python3 /' > evaluate.sh
       checkpoint=$(sed -n 's/.*--checkpoint \([^ ]*\).*/\1/p' evaluate.sh)
       [ -f "$checkpoint" ] && bash evaluate.sh > logs/evaluate.log 2>&1
-      # last.pt without its warm starts; and the source commit, which the shipped src/ (no git
-      # checkout) records as "inn <version>", named as the pinned commit it was archived from
+      # last.pt without its warm starts; and the source commit, which a shipped src/ older than
+      # inn/COMMIT (no git checkout: a9e4c60 is one) records as "inn <version>", named as the
+      # pinned commit it was archived from
       COMMIT=$(cat "$root/.gpu/commit") python3 - <<'EOF'
 import json, os, pathlib, torch
 import inn
@@ -103,10 +106,12 @@ unpack)
   pinned=$(cd "${1:?PINNED}" && pwd); files=${2:?FILES_AT}
   for tar in "$files"/*.tar; do
     tmp=$(mktemp -d) && tar -xf "$tar" -C "$tmp"
-    name=$(basename "$tar" .tar)
-    mkdir -p "$pinned/out/paper_walks/logs/gpu"
+    run=$(cd "$tmp/results" && ls -d train/*/*/*/seed*)
     cp -r "$tmp/results/." "$pinned/out/paper_walks/results/"
-    cp "$tmp/logs/train.log" "$pinned/out/paper_walks/logs/gpu/${name}_$(date +%Y%m%d-%H%M).log"
+    # the stretch's log beside the run, named by when it began: `inn runs --keep-states` keeps it
+    began=$(head -c 19 "$tmp/logs/train.log" | tr -dc 0-9)
+    mkdir -p "$pinned/out/paper_walks/results/$run/logs"
+    cp "$tmp/logs/train.log" "$pinned/out/paper_walks/results/$run/logs/train_${began:-unknown}_gpu.log"
     find "$pinned/out/paper_walks/results/train" -name .lock -delete
     rm -rf "$tmp"
   done

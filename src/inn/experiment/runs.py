@@ -48,9 +48,12 @@ UNRECORDED = "unrecorded"
 @functools.cache
 def source_commit() -> str:
     """The git commit of the ``inn`` source that is running: a short hash, with ``-dirty`` when
-    the package's tracked files differ from it. Outside a git checkout (an installed wheel) it
-    is ``inn <version>``. Recorded in every epoch of a history, in resume states and in
-    metrics, so that a run's numbers can be traced to the code that made them."""
+    the package's tracked files differ from it. A source tree exported by ``git archive`` (the
+    source shipped to a lent GPU machine, say) has no repository but names its commit in
+    ``inn/COMMIT``, which the archive fills in (``export-subst`` in ``.gitattributes``).
+    Otherwise (an installed wheel) it is ``inn <version>``. Recorded in every epoch of a
+    history, in resume states and in metrics, so that a run's numbers can be traced to the code
+    that made them."""
     import inn
 
     package = Path(inn.__file__).resolve().parent
@@ -64,8 +67,21 @@ def source_commit() -> str:
         changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", "."],
                                  capture_output=True, text=True, check=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return f"inn {inn.__version__}"
+        return _archived_commit(package) or f"inn {inn.__version__}"
     return head + ("-dirty" if changed else "")
+
+
+def _archived_commit(package: Path) -> str | None:
+    """The commit ``git archive`` wrote into ``package/COMMIT`` (its ``$Format:%H$`` replaced
+    by the full hash), as a short hash; None where the file is missing or was never filled in
+    (a wheel built from a checkout)."""
+    try:
+        text = (package / "COMMIT").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if len(text) < 7 or not all(ch in "0123456789abcdef" for ch in text):
+        return None
+    return text[:7]
 
 
 def device_label(device) -> str:
@@ -274,7 +290,9 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     """Copy every unfinished run's resume state below the results ``folders`` into ``dest``,
     in the same ``train/<task>/<dataset>/<model>/seed<N>/`` layout, so that a folder kept in
     git carries the runs to the next machine: ``last.pt`` without its warm starts, ``best.pt``,
-    ``history.tsv`` and the training logs. A run is resumed there by copying its folder back
+    ``history.tsv`` (written from the state's own history, so the two always agree) and the
+    training logs (the workflow's log of the stretch running, and those of earlier stretches
+    in the run's ``logs/``). A run is resumed there by copying its folder back
     into a results folder and running the same command (``inn train`` resumes from ``last.pt``).
 
     Returns:
@@ -300,9 +318,12 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
                     raise InnError(f"{last.parent / 'best.pt'} cannot be read as a state; nothing of it is kept in "
                                    f"{dest}")
                 torch_save(best, target / "best.pt")
-            for name in ("history.tsv",):
-                if (last.parent / name).is_file():
-                    shutil.copyfile(last.parent / name, target / name)
+            # the history of the state kept, not the file beside it: a workflow job that resumes
+            # removes its outputs (history.tsv among them) until its first epoch writes them again
+            write_tsv(target / "history.tsv", pd.DataFrame(state["train_state"]["history"]))
+            for stretch in sorted((last.parent / "logs").glob("*.log")):  # logs of earlier stretches
+                (target / "logs").mkdir(exist_ok=True)
+                shutil.copyfile(stretch, target / "logs" / stretch.name)
             _keep_log(results, last.parent, target)
             written.append(target)
             log.info("kept %s (epoch %d) in %s", last, state["train_state"]["epoch"], target)
