@@ -16,6 +16,9 @@
 #          train folder (last.pt without warm starts, best.pt, history.tsv, its log) and, when
 #          finished, its eval folder. A finished run's checkpoint.pt stays behind (a b-LSTM 1,000
 #          is 32 MB, 1,500 73 MB: more than $OUT takes); its metrics, predictions and history come.
+#          Called again while the machine is still held (it stays 30 s after a call), `run` goes
+#          on with every unfinished run from its state on the device's disk (large b-LSTMs
+#          included) and brings each back again; runs finished in an earlier call are skipped.
 #   here:  bash docs/benchmark/paper_walks/gpu_stretch.sh unpack PINNED FILES_AT
 #          puts each tar's folders into PINNED/out/paper_walks/results/, the stretch's log into
 #          the run's logs/ (train_<began>_gpu.log, which --keep-states carries), and removes
@@ -64,10 +67,15 @@ run)
   for dir in .gpu/runs/*/; do
     run=$(basename "$dir")
     (
-      work="/tmp/work/$run" && mkdir -p "$work" && cd "$work"
-      [ -d "$root/$dir/keep/train" ] && mkdir -p results && cp -r "$root/$dir/keep/train" results/
-      mkdir -p logs
-      grep '^python -m inn generate-walks ' "$root/$dir/commands" | sed 's/ 2> .*//; s/^python /python3 /' | bash > logs/data.log 2>&1
+      work="/tmp/work/$run"
+      if [ -d "$work/logs" ]; then  # a second call on the same warm machine: on from the state on its disk
+        ls "$work"/results/eval/*/*/*/seed*/metrics.json > /dev/null 2>&1 && exit 0  # finished and brought back
+      else
+        mkdir -p "$work/logs" && cd "$work"
+        [ -d "$root/$dir/keep/train" ] && mkdir -p results && cp -r "$root/$dir/keep/train" results/
+        grep '^python -m inn generate-walks ' "$root/$dir/commands" | sed 's/ 2> .*//; s/^python /python3 /' | bash > logs/data.log 2>&1
+      fi
+      cd "$work"
       train=$(grep '^python -m inn train ' "$root/$dir/commands" | sed 's/ 2> .*//; s/^python /python3 /')
       timeout -s INT "$seconds" bash -c "$train" > logs/train.log 2>&1 || true
       grep '^python -m inn evaluate ' "$root/$dir/commands" | sed 's/ 2> .*//; s/^python /python3 /' > evaluate.sh
