@@ -130,6 +130,37 @@ def test_kept_state_resumes_on_another_machine(tmp_path, walks, caplog):
     assert list(history["epoch"]) == [1, 2, 3]
 
 
+def test_every_stretch_logs_into_the_run_and_is_kept_once(tmp_path, walks, caplog):
+    """``inn train`` logs each stretch into the run's logs/ (a workflow job that resumes empties
+    its own log first); keeping the states carries them, and the workflow's copy of a stretch
+    the run logged itself is not kept twice."""
+    import json
+    import time as clock
+
+    from inn.experiment.cli import main
+
+    results = tmp_path / "results"
+    run = _run(results)
+    settings = json.dumps({"training": {"max_epochs": 3, "patience": 5, "lr": 0.5, "word_dropout": 0.0, "loss": "token"},
+                           "model": INN_FAST})
+    command = ["train", "--task", "walks", "--data", str(walks), "--model", "inn", "--out-dir", str(run),
+               "--device", "cpu", "--settings", settings, "--stop-after", "1"]
+    with caplog.at_level(logging.INFO):  # as the command line has it (pytest's root logger takes warnings)
+        assert main(command) == 0
+        clock.sleep(1.1)  # stretches are named by the second they began
+        assert main(command) == 0
+    stretches = sorted((run / "logs").glob("train_*.log"))
+    assert len(stretches) == 2
+    assert "epoch 1:" in stretches[0].read_text() and "resuming" not in stretches[0].read_text()
+    assert "resuming inn from" in stretches[1].read_text() and "epoch 2:" in stretches[1].read_text()
+    # the workflow's log of the last stretch (its stderr), beside the results folder
+    workflow_log = results.parent / "logs" / "train_model" / "walks" / "b0.5" / "inn" / "seed1.log"
+    workflow_log.parent.mkdir(parents=True)
+    workflow_log.write_text(stretches[1].read_text() + "interrupted (SIGINT): ...\n")
+    (written,) = save_states([results], tmp_path / "kept")
+    assert sorted(p.name for p in (written / "logs").iterdir()) == [p.name for p in stretches]
+
+
 def test_a_state_of_other_code_says_so():
     now = source_commit()
     assert resumed_commit_note("last.pt", {"meta": {"commit": now}}) is None

@@ -279,11 +279,17 @@ def _keep_log(results: Path, run: Path, target: Path) -> None:
     source = results.parent / "logs" / "train_model" / task / dataset / model / f"{seed}.log"
     if not source.is_file():
         return
-    with source.open(encoding="utf-8", errors="replace") as handle:
-        first = handle.readline()
+    first = _first_line(source)
+    if any(_first_line(own) == first for own in (run / "logs").glob("*.log")):
+        return  # the run logged this stretch itself (inn.experiment.train.stretch_log)
     began = "".join(ch for ch in first[:19] if ch.isdigit()) or "unknown"
     (target / "logs").mkdir(exist_ok=True)
     shutil.copyfile(source, target / "logs" / f"train_{began}.log")
+
+
+def _first_line(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return handle.readline()
 
 
 def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> list[Path]:
@@ -291,8 +297,8 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     in the same ``train/<task>/<dataset>/<model>/seed<N>/`` layout, so that a folder kept in
     git carries the runs to the next machine: ``last.pt`` without its warm starts, ``best.pt``,
     ``history.tsv`` (written from the state's own history, so the two always agree) and the
-    training logs (the workflow's log of the stretch running, and those of earlier stretches
-    in the run's ``logs/``). A run is resumed there by copying its folder back
+    training logs: every stretch's in the run's ``logs/`` (``inn train`` writes them), and the
+    workflow's log of the last stretch where the run did not log it itself (older code). A run is resumed there by copying its folder back
     into a results folder and running the same command (``inn train`` resumes from ``last.pt``).
 
     Returns:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import functools
 import inspect
 import itertools
@@ -818,10 +819,37 @@ def main(argv: list[str]) -> None:
     cfg, model_options, meta = _settings_from(args)
     meta.setdefault("seed", cfg.seed)
     meta.setdefault("dataset", Path(args.data).name)
+    with stretch_log(Path(args.out)):
+        try:
+            train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
+                  stop_after=args.stop_after)
+        except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
+            last = Path(args.out) / "last.pt"
+            note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
+            log.info("interrupted: rerun the same command to %s", note)
+            raise KeyboardInterrupt(f"rerun the same command to {note}") from None
+
+
+@contextlib.contextmanager
+def stretch_log(out_dir: Path):
+    """Log this stretch of training into the run's own folder as well,
+    ``<out_dir>/logs/train_<began>.log`` (``began`` as YYYYmmddHHMMSS), one file per stretch.
+    A workflow job that resumes rewrites its ``log:`` file (Snakemake empties it first), so
+    these are what keeps every stretch's log; ``inn runs --keep-states`` carries them. A folder
+    that cannot take the file costs a warning, never the training."""
+    folder = out_dir / "logs"
     try:
-        train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
-              stop_after=args.stop_after)
-    except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
-        last = Path(args.out) / "last.pt"
-        note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
-        raise KeyboardInterrupt(f"rerun the same command to {note}") from None
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(folder / f"train_{time.strftime('%Y%m%d%H%M%S')}.log", encoding="utf-8")
+    except OSError as exc:
+        log.warning("cannot write this stretch's log into %s (%s); it goes to stderr alone", folder, exc)
+        yield
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
