@@ -8,7 +8,9 @@ and the dev error, from the run's own history.
 MODE: ``none`` (no fallback, forward or adjoint, no compaction: the solver as the run had it),
 ``float64`` or ``direct`` (that adjoint fallback, no compaction, no forward fallback),
 ``default`` (the layer's defaults today: both float64 fallbacks and compaction), ``jacobianW``
-(the defaults, and Jacobian regularisation of weight W from epoch 6 on: it changes the model).
+(the defaults, and Jacobian regularisation of weight W from epoch 6 on: it changes the model),
+``warmadjoint`` (the defaults, and each adjoint started from the same walks' adjoint of the
+epoch before where that start is the closer one, ``warm_start_adjoint``).
 
 The walks folder is the workflow's ``results/data/walks/b0.5`` of ``config/paper_walks.yaml``
 (fingerprint 14a89a4e4e15692f, the state's). MAX_TRAIN / MAX_DEV: the first walks of each
@@ -32,7 +34,9 @@ limits = [int(x) for x in sys.argv[4:6]] or [None, None]
 state = torch.load("epoch5.pt", weights_only=True)
 state["settings"]["training"].update(max_train=limits[0], max_dev=limits[1])
 options = dict(state["settings"]["model"]["solver_options"])
-if fallback.startswith("jacobian"):
+if fallback == "warmadjoint":
+    state["settings"]["training"].update(warm_start_adjoint=True)
+elif fallback.startswith("jacobian"):
     state["settings"]["training"].update(jacobian_weight=float(fallback.removeprefix("jacobian")))
 elif fallback != "default":
     options.update(backward_fallback=None if fallback == "none" else fallback, compact=False, fallback=None)
