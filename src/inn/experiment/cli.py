@@ -55,15 +55,17 @@ def _usage() -> str:
             " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':')")
 
 
+#: how every command's log lines read (on stderr, and in a run's own training logs)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``inn COMMAND ...``; returns the process exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
     target, _ = COMMANDS[argv[0]]
     module, function = target.split(":")
     received = [signal.SIGINT]

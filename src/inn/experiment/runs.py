@@ -298,8 +298,9 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     git carries the runs to the next machine: ``last.pt`` without its warm starts, ``best.pt``,
     ``history.tsv`` (written from the state's own history, so the two always agree) and the
     training logs: every stretch's in the run's ``logs/`` (``inn train`` writes them), and the
-    workflow's log of the last stretch where the run did not log it itself (older code). A run is resumed there by copying its folder back
-    into a results folder and running the same command (``inn train`` resumes from ``last.pt``).
+    workflow's log of the last stretch where the run did not log it itself (older code). A run
+    is resumed there by copying its folder back into a results folder and running the same
+    command (``inn train`` resumes from ``last.pt``).
 
     Returns:
         The run folders written.

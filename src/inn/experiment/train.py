@@ -845,7 +845,9 @@ def stretch_log(out_dir: Path):
         log.warning("cannot write this stretch's log into %s (%s); it goes to stderr alone", folder, exc)
         yield
         return
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    from inn.experiment.cli import LOG_FORMAT
+
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     try:
