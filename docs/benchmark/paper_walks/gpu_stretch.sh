@@ -116,10 +116,13 @@ unpack)
     tmp=$(mktemp -d) && tar -xf "$tar" -C "$tmp"
     run=$(cd "$tmp/results" && ls -d train/*/*/*/seed*)
     cp -r "$tmp/results/." "$pinned/out/paper_walks/results/"
-    # the stretch's log beside the run, named by when it began: `inn runs --keep-states` keeps it
+    # the stretch's log beside the run, named by when it began (`inn runs --keep-states` keeps
+    # it), unless the run logged the stretch itself (a pinned commit with inn train's stretch logs)
     began=$(head -c 19 "$tmp/logs/train.log" | tr -dc 0-9)
     mkdir -p "$pinned/out/paper_walks/results/$run/logs"
-    cp "$tmp/logs/train.log" "$pinned/out/paper_walks/results/$run/logs/train_${began:-unknown}_gpu.log"
+    first=$(head -n 1 "$tmp/logs/train.log")
+    grep -qxF -- "$first" <(head -qn 1 "$tmp/results/$run"/logs/*.log 2>/dev/null) \
+      || cp "$tmp/logs/train.log" "$pinned/out/paper_walks/results/$run/logs/train_${began:-unknown}_gpu.log"
     find "$pinned/out/paper_walks/results/train" -name .lock -delete
     rm -rf "$tmp"
   done
