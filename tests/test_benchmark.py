@@ -303,9 +303,10 @@ def test_breakdown_needs_a_whole_implicit_model(tmp_path):
         main(["--breakdown", "--checkpoint", str(explicit), "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
 
 
-@pytest.mark.parametrize("name", ["walks_b05_inn_epoch5.pt", "walks_b05_inn_seed2_epoch8.pt"])
+@pytest.mark.parametrize("name", ["walks_b05_inn_epoch5.pt", "walks_b05_inn_seed2_epoch8.pt",
+                                  "walks_b05_inn_seed3_epoch12.pt"])
 def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_path, name):
-    """The b = 0.5 walks INNs after epochs 5 and 8 (tests/fixtures/README.md): one batch of 20
+    """The b = 0.5 walks INNs after epochs 5, 8 and 12 (tests/fixtures/README.md): one batch of 20
     walks of 8 steps through the whole model, its own loss; the trained systems take more than a
     fresh layer's handful of forward iterations."""
     from pathlib import Path

@@ -1,6 +1,6 @@
 """Solver options on the trained walks fixture, forward and backward as the trainer runs them.
 
-    python options.py N BATCHES OPTIONS_JSON...
+    [FIXTURE=tests/fixtures/<fixture>.pt] python options.py N BATCHES OPTIONS_JSON...
 
 For each JSON object of layer options (``backward_*`` ones go to the backward), the same
 BATCHES fresh b = 0.5 training batches of 20 walks of N steps (seed 1) through the whole model
@@ -12,6 +12,7 @@ solved again, and the seconds of the forward solve, the adjoint and the whole ba
 """
 
 import json
+import os
 import sys
 
 import torch
@@ -22,7 +23,8 @@ from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
 from inn.solvers import check_options
 
 torch.set_num_threads(1)
-model, meta = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt", device=torch.device("cpu"))
+fixture = os.environ.get("FIXTURE", "tests/fixtures/walks_b05_inn_epoch5.pt")  # the epoch-5 one by default
+model, meta = load_checkpoint(fixture, device=torch.device("cpu"))
 model.train()
 n, count = int(sys.argv[1]), int(sys.argv[2])
 make = training_batches(model, meta, None, 20, 1)
