@@ -31,8 +31,6 @@ FORWARD = {
     "newton_krylov_paper": ("newton_krylov", {**PAPER_OPTIONS, "forcing": 1e-8}),
     "anderson_float32": ("anderson", {"low_precision": False}),
 }
-#: the options the fixtures were stored with where a default changed since
-ANDERSON_THEN = {"anderson": {"memory": 5}}
 #: backward runs (all after the default anderson forward)
 BACKWARD = [*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS]
 
@@ -73,8 +71,7 @@ def record(cell: str, boundary: float, state_dict: dict | None = None) -> dict:
     for name, (solver, options) in FORWARD.items():
         dtype = torch.float32 if name.endswith("float32") else torch.float64
         tol = 1e-5 if dtype == torch.float32 else 1e-10
-        # Anderson's memory as when the fixtures were stored (5; the CPU's default is 8 since)
-        options = {"max_iter": 3000 if solver == "fixed_point" else None, **ANDERSON_THEN.get(solver, {}), **options}
+        options = {"max_iter": 3000 if solver == "fixed_point" else None, **options}
         lay = layer_of(cell, solver=solver, tol=tol, **options)
         lay.load_state_dict(out["state_dict"])
         lay = lay.to(dtype)
@@ -87,7 +84,7 @@ def record(cell: str, boundary: float, state_dict: dict | None = None) -> dict:
                                 "jacobian_products": st.jacobian_products, "candidate": st.candidate}
     for method in BACKWARD:
         extra = {"backward_tol": 1e-10, "backward_max_iter": 2000} if method in ADJOINT_SOLVERS else {}
-        lay = layer_of(cell, solver="anderson", tol=1e-10, backward_solver=method, **ANDERSON_THEN["anderson"], **extra)
+        lay = layer_of(cell, solver="anderson", tol=1e-10, backward_solver=method, **extra)
         lay.load_state_dict(out["state_dict"])
         x = xi.clone().requires_grad_(True)
         (lay(x, mask) * target).sum().backward()

@@ -131,29 +131,3 @@ def test_forward_fallback_solves_a_trained_walks_stall_in_float64():
     assert int(stats.candidate[0]) == 3  # after zeros, one_step and random in float32
     assert bool(reference.converged[0])
     assert float((H.double() - H64).norm() / H64.norm()) < 1e-3
-
-
-@pytest.mark.parametrize("setting, device, want", [("auto", "cpu", 8), ("auto", "cuda", 5), (3, "cpu", 3),
-                                                   (10, "cuda", 10)])
-def test_memory_option(setting, device, want):
-    from inn.solvers.anderson import auto_memory
-
-    assert auto_memory(setting, torch.device(device)) == want
-
-
-def test_the_default_memory_on_a_cpu_is_eight_iterates():
-    """``memory: auto`` on a CPU solves exactly as ``memory: 8`` (the same iterates, so the same
-    iteration counts and states), and not as 5, on the trained walks INN of epoch 12."""
-    from inn.checkpoints import load_checkpoint
-    from inn.experiment.breakdown import training_batches
-
-    model, meta = load_checkpoint("tests/fixtures/walks_b05_inn_seed3_epoch12.pt")
-    batch = training_batches(model, meta, None, 4, 1)(12)
-    runs = {}
-    for memory in ("auto", 8, 5):
-        model.rnn.options = {**model.rnn.options, "memory": memory}
-        with torch.no_grad():
-            model(batch)
-        runs[memory] = (model.rnn.last_stats.newton_iterations, model.rnn.last_solution)
-    assert torch.equal(runs["auto"][0], runs[8][0]) and torch.equal(runs["auto"][1], runs[8][1])
-    assert not torch.equal(runs["auto"][0], runs[5][0])

@@ -23,7 +23,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "implicit-layer.md"
     # a negative Anderson memory ran as plain damped iteration, silently
     ({"memory": -3}, r"^config: solver\.options\.memory: -3 is less than the minimum of 1$"),
     # a string where a number belongs was a traceback in the training job
-    ({"memory": "five"}, r"^config: solver\.options\.memory must be 'auto' or an integer >= 1, not 'five'$"),
+    ({"memory": "five"}, r"^config: solver\.options\.memory must be an integer >= 1, not 'five'$"),
     # a misspelt key passed the config check and failed only in the training job
     ({"memroy": 3}, r"^config: solver\.options\.memroy: not an option of solver 'anderson' \(did you mean "
                     r"'memory'\?\); it takes .*\bmemory\b"),
@@ -86,7 +86,7 @@ def test_an_unknown_solver_lists_the_known_ones():
 
 @pytest.mark.parametrize("options, message", [
     ({"memory": -3}, r"^solver 'anderson' option memory: -3 is less than the minimum of 1$"),
-    ({"memory": "five"}, r"^solver 'anderson' option memory must be 'auto' or an integer >= 1, not 'five'$"),
+    ({"memory": "five"}, r"^solver 'anderson' option memory must be an integer >= 1, not 'five'$"),
     ({"low_precision": "yes"}, r"^solver 'anderson' option low_precision must be true, false or 'auto', not 'yes'$"),
     ({"memroy": 3}, r"^solver 'anderson' has no option 'memroy' \(did you mean 'memory'\?\); it takes "),
     ({"backward_tol": -1.0},
@@ -102,7 +102,7 @@ def test_the_layer_refuses_the_same_options(options, message):
     ({"model": {"solver": "anderson", "solver_options": {"memory": -3}}},
      r"^--settings: model\.solver_options\.memory: -3 is less than the minimum of 1$"),
     ({"model": {"solver": "anderson", "solver_options": {"memory": "five"}}},
-     r"^--settings: model\.solver_options\.memory must be 'auto' or an integer >= 1, not 'five'$"),
+     r"^--settings: model\.solver_options\.memory must be an integer >= 1, not 'five'$"),
     ({"model": {"solver": "anderson", "solver_options": {"memroy": 3}}},
      r"^--settings: model\.solver_options\.memroy: not an option of solver 'anderson' \(did you mean 'memory'\?\)"),
     # the layer's default solver when none is named

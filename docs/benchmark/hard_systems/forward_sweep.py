@@ -1,7 +1,7 @@
 """The epoch-5 fixture's forward solves over the b = 0.5 training walks, in file order, in
 batches of 20 (no gradients): every sequence a solve leaves above tol, with its result code.
 
-    python forward_sweep.py WALKS_B0.5_FOLDER FIRST_BATCH BATCHES OPTIONS_JSON
+    [FIXTURE=tests/fixtures/<fixture>.pt] python forward_sweep.py WALKS_B0.5_FOLDER FIRST_BATCH BATCHES OPTIONS_JSON
 
 The walks folder is the workflow's ``results/data/walks/b0.5`` of ``config/paper_walks.yaml``;
 OPTIONS_JSON are layer options on top of the fixture's, e.g. ``'{"fallback": null}'`` for the
@@ -11,6 +11,7 @@ found (batch 799, sequence 4, walk 15,984).
 
 import json
 import logging
+import os
 import sys
 import time
 
@@ -24,7 +25,7 @@ from inn.solvers import ResultCode
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 torch.set_num_threads(1)
 folder, first, count, options = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
-model, _ = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt")
+model, _ = load_checkpoint(os.environ.get("FIXTURE", "tests/fixtures/walks_b05_inn_epoch5.pt"))
 model.eval()
 model.rnn.options = {**model.rnn.options, **options}
 walks = load_walks(f"{folder}/train.pt")

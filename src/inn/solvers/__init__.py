@@ -135,8 +135,8 @@ for _spec in (
     # Anderson's first sweep from zero is as good as the paper's one-step guess (which costs two
     # sequential GRU sweeps); Newton wants a point near the solution, F(0) is one evaluation away
     SolverSpec("anderson", _anderson.anderson, (
-        SolverOption("memory", "auto", "iterates Anderson extrapolates from (auto: 8 on a CPU, 5 on a GPU)",
-                     type="integer", minimum=1, choices=("auto",)),
+        SolverOption("memory", 5, "iterates Anderson extrapolates from (fixed_point: none)", type="integer",
+                     minimum=1),
         _BETA,
         SolverOption("regularization", 1e-8, "Tikhonov term of the least-squares weights", type="number", minimum=0),
         _sweep("tridiagonal"), _DIVERGENCE,

@@ -454,7 +454,7 @@ def _map(system, sweep: str):
 
 
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
-             memory: int | str = "auto", beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
+             memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
              divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
              cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS, compact: bool | str = "auto"):
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`.
@@ -473,16 +473,14 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
 
     Compaction (``compact``: True, False or ``"auto"``, see :func:`compaction_pays`): the
     sequences that are done leave the batch (:meth:`AndersonState.run`), in the eager loop.
-
-    Memory (``memory``: a count or ``"auto"``, see :func:`auto_memory`).
     """
+    kwargs = dict(groups=groups, memory=memory, beta=beta, regularization=regularization,
+                  divergence_factor=divergence_factor, compact=compaction_pays(H.device, compact) and groups == 1)
     graphs.check_steps(cuda_graph_steps)
     obstacle = "the red_black sweep checks its true residual on the host" if sweep == "red_black" else None
     if not system.graphable:
         obstacle = "the cell has no split-off projection and analytic linearisation to capture"
     graph_steps = cuda_graph_steps if graphs.use(cuda_graph, H.device, obstacle) else 0
-    kwargs = dict(groups=groups, memory=auto_memory(memory, H.device), beta=beta, regularization=regularization,
-                  divergence_factor=divergence_factor, compact=compaction_pays(H.device, compact) and groups == 1)
     low = low_precision_version(system, H, low_precision, tol, low_precision_tol)
     its_low = 0
     if low is not None:  # at most LOW_PRECISION_MAX_ITER steps: bfloat16 stalls near 1e-3
@@ -494,20 +492,6 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     counter.f += evals + checks
     its = its + its_low
     return H, its, torch.zeros_like(its), res, code
-
-
-def auto_memory(setting: int | str, device: torch.device) -> int:
-    """Resolve a ``memory`` option: ``"auto"`` is 8 on a CPU and 5 elsewhere. On trained walks
-    INNs, whose solver map has slow complex modes, 8 iterates took 18-23% fewer forward
-    iterations than 5 on the hardest state measured (a CPU, 20 batches of 20, n = 20 and 40),
-    0-8% on the others, and 10 none fewer than 8. On a GPU 5 stays, as measured: CUDA graphs
-    capture segments a multiple of the memory long (5 steps; 8 would overshoot more), and an
-    eager solve there gives the graphed one's iterates."""
-    if setting == "auto":
-        return 8 if device.type == "cpu" else 5
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:  # 0: fixed_point's plain steps
-        raise InnError(f"memory must be an integer >= 1 or 'auto', not {setting!r}")
-    return setting
 
 
 #: the most steps of the low-precision first pass (it reaches 3e-3 in 6-8 on trained weights)
