@@ -55,6 +55,7 @@ from tqdm import tqdm
 from inn import batches as B
 from inn.device import resolve_device
 from inn.errors import InnError, positive_int
+from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.config import check_model_solver, check_settings, training_defaults
 from inn.experiment.runs import device_label, resumed_commit_note, source_commit
 from inn.io import (locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data, torch_load_problem,
@@ -845,8 +846,6 @@ def stretch_log(out_dir: Path):
         log.warning("cannot write this stretch's log into %s (%s); it goes to stderr alone", folder, exc)
         yield
         return
-    from inn.experiment.cli import LOG_FORMAT
-
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
