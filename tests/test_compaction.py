@@ -131,3 +131,37 @@ def test_forward_fallback_solves_a_trained_walks_stall_in_float64():
     assert int(stats.candidate[0]) == 3  # after zeros, one_step and random in float32
     assert bool(reference.converged[0])
     assert float((H.double() - H64).norm() / H64.norm()) < 1e-3
+
+
+def test_homotopy_fallback_solves_a_trained_walks_fold():
+    """A walk (n = 23) of the paper-scale b = 0.5 training set on which the epoch-12 INN's
+    every local solve stalls, float32 and float64, at a relative residual of about 2e-3 (a
+    fold: a local minimum of ||H - F(H)|| that is no root). The default fallback's homotopy
+    ends at a fixed point: its float64 residual below 1e-10 when Newton finishes it, inside the
+    box where Brouwer's theorem puts one, far from where Anderson stalled."""
+    from inn.checkpoints import load_checkpoint
+    from inn.solvers import ConvergenceWarning, solve
+
+    model, _ = load_checkpoint("tests/fixtures/walks_b05_inn_seed3_epoch12.pt")
+    walk = torch.load("tests/fixtures/walks_b05_seed3_epoch12_fold.pt", weights_only=True)
+    mask = torch.ones(1, walk["x"].shape[0], dtype=torch.bool)
+    system = model.rnn.system(walk["x"][None], mask)
+    options = {k: v for k, v in model.rnn.options.items() if k != "fallback"}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 200 x 200 LUs, one sequence: a second thread only waits (5 s against 28 s loaded)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            stalled, local = solve(system, "anderson", fallback="float64", **options)
+            H, stats = solve(system, "anderson", **options)
+            precise = system.in_precision(torch.float64)
+            H64, newton = solve(precise, "newton_direct", tol=1e-10, start=H.double(), candidates=["zeros"])
+    finally:
+        torch.set_num_threads(threads)
+    assert not bool(local.converged[0]) and local.extra["fallback"] == 1
+    assert float(local.residual[0]) > 1e-3
+    assert bool(stats.converged[0]) and stats.extra == {"fallback": 1, "homotopy": 1}
+    assert int(newton.candidate[0]) == 0 and bool(newton.converged[0])  # finished from the homotopy's state
+    assert float(H64.abs().max()) <= 1.0
+    assert float((H.double() - H64).norm() / H64.norm()) < 1e-6  # float32 round-off of the float64 state
+    assert float((H64 - stalled.double()).norm()) > 1.0

@@ -14,6 +14,7 @@ from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
 from inn.solvers.tridiagonal import Tridiagonal
 from inn.solvers.block_tridiagonal import (
+    BlockTridiagonalLU,
     batched_solve,
     block_tridiagonal_solve,
     block_tridiagonal_solve_transposed,
@@ -194,6 +195,43 @@ def test_block_tridiagonal_against_dense_solve():
         A = _dense_from_blocks(blocks, B, n, k, transpose)
         ref = torch.stack([torch.linalg.solve(A[i], b[i].reshape(-1)) for i in range(B)]).reshape(B, n, k)
         assert torch.allclose(fn(blocks, b), ref, atol=1e-10)
+
+
+def test_block_lu_scaled_with_several_right_hand_sides_against_dense_solve():
+    """The kept factors of I - lam J solve two right-hand sides at once (the homotopy's
+    corrector), each as a dense solve of the same matrix does."""
+    B, n, k = 2, 4, 3
+    Ls = [torch.randn(B, k, k, dtype=torch.float64) * 0.4 for _ in range(n)]
+    Rs = [torch.randn(B, k, k, dtype=torch.float64) * 0.4 for _ in range(n)]
+    blocks = lambda t: (Ls[t], Rs[t])  # noqa: E731
+    lam = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    b = torch.randn(B, n, k, 2, dtype=torch.float64)
+    x = BlockTridiagonalLU(blocks, n, lam).solve(b)
+    for i in range(B):
+        J = torch.eye(n * k, dtype=torch.float64) - _dense_from_blocks(blocks, B, n, k)[i]
+        A = torch.eye(n * k, dtype=torch.float64) - lam[i] * J
+        ref = torch.linalg.solve(A, b[i].reshape(n * k, 2))
+        assert torch.allclose(x[i].reshape(n * k, 2), ref, atol=1e-10)
+
+
+def test_homotopy_reaches_the_fixed_point_scipy_finds(problem):
+    """From a random start in the box the homotopy's curve ends at the fixed point that
+    SciPy's Newton-Krylov finds from zero (the small layer has one: its F contracts)."""
+    from inn.solvers._common import Counter
+    from inn.solvers.homotopy import homotopy_solve
+
+    layer, xi, mask = problem
+    k = layer.hidden_size
+    generator = torch.Generator().manual_seed(3)
+    for b, length in enumerate([6, 4, 5]):
+        system = layer.system(xi[None, b, :length], torch.ones(1, length, dtype=torch.bool))
+        a = 0.5 * (2 * torch.rand(system.shape, generator=generator, dtype=torch.float64) - 1)
+        H, steps, res, code = homotopy_solve(system, a, Counter(), tol=1e-12)
+        assert code == 0 and res <= 1e-12 and steps >= 1
+        F = _single_F(layer, xi[b], length)
+        Fnp = lambda h: (lambda t: (t - F(t)).numpy())(torch.from_numpy(h))  # noqa: E731
+        ref = scipy.optimize.newton_krylov(Fnp, np.zeros(length * k), f_tol=1e-12, method="bicgstab")
+        assert np.allclose(H.reshape(-1).numpy(), ref, atol=1e-9)
 
 
 def test_guarded_batched_solve_matches_unbatched_at_bug_size():
@@ -406,8 +444,13 @@ def test_a_converged_state_outside_the_box_is_retried(problem, monkeypatch):
     assert torch.allclose(H, reference, atol=1e-8)
     calls.clear()
     with pytest.warns(ConvergenceWarning, match="OUT_OF_BOUNDS"):
-        _, alone = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",))
+        _, alone = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",), fallback="float64")
     assert alone.converged.tolist() == [False, True, True]
+    calls.clear()  # by default the homotopy solves what no candidate did
+    H, rescued = solve(layer.system(xi, mask), "anderson", tol=1e-10, candidates=("zeros",))
+    assert rescued.converged.all() and rescued.candidate.tolist() == [1, 0, 0]
+    assert rescued.extra == {"homotopy": 1}
+    assert torch.allclose(H, reference, atol=1e-8)
 
 
 def test_a_sequence_solved_by_its_first_step_is_not_a_divergence():

@@ -46,6 +46,7 @@ from inn.solvers._common import (
 from inn.solvers._registry import SolverOption, SolverSpec, did_you_mean
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
+from inn.solvers.homotopy import homotopy_solve
 from inn.solvers.tridiagonal import Tridiagonal
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ _BETA = SolverOption("beta", 1.0, "damping of each step (1: none)", type="number
 _SWEEPS = ("tridiagonal", "red_black", "jacobi")  # inn.solvers.anderson.SWEEPS
 #: options :func:`solve` applies itself, not the solver function (see its ``fallback``), for
 #: the solvers that list them
-_FALLBACK = SolverOption("fallback", "float64", "solve the sequences a float32 solve leaves above tol again on the "
-                         "float64 system, from the first candidate (null: never)", choices=("float64",), nullable=True)
+_FALLBACK = SolverOption("fallback", "homotopy", "solve the sequences a float32 solve leaves above tol again on the "
+                         "float64 system, from the first candidate; homotopy: then track a probability-one homotopy "
+                         "for those that are still above it (null: never)", choices=("float64", "homotopy"),
+                         nullable=True)
 _FALLBACK_AFTER = SolverOption("fallback_after", 40, "float32 iterations per candidate before the fallback takes "
                                "over", type="integer", minimum=1)
 FALLBACK_OPTIONS = (_FALLBACK, _FALLBACK_AFTER)
@@ -300,7 +303,11 @@ def solve(
             candidate then runs at most ``fallback_after`` iterations, and the sequences that
             every candidate leaves above tol are solved again on the float64 copy from the
             first candidate, with ``max_iter``; ``stats.candidate`` counts that solve after the
-            candidates, ``stats.extra["fallback"]`` how many sequences it took.
+            candidates, ``stats.extra["fallback"]`` how many sequences it took. With
+            ``"homotopy"`` (default) the sequences still above tol after that are solved by
+            a probability-one homotopy (:mod:`inn.solvers.homotopy`, seconds per sequence),
+            which reaches a fixed point where every local solver stalls at a fold;
+            ``stats.extra["homotopy"]`` counts them, their path steps count as iterations.
 
     Returns:
         ``(H, stats)``: H (B, n, k), the solution (for a failed sequence, the best iterate);
@@ -370,6 +377,10 @@ def solve(
         retried = run(system.select(retry).in_precision(torch.float64), [tuple(candidates)[0]], retry, limit=max_iter)
         _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
         extra["fallback"] = int(retry.numel())
+        retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
+    if fallback == "homotopy" and retry.numel():
+        _homotopy_fallback(system, retry, tol, generator, counter, H, newton, res, code, cand, len(kinds) + precise)
+        extra["homotopy"] = int(retry.numel())
     stats = SolverStats(
         solver=method,
         newton_iterations=newton.cpu(),
@@ -384,6 +395,35 @@ def solve(
     )
     _report(stats, f"forward solve ({method})", tol, strict)
     return H, stats
+
+
+def _homotopy_fallback(system, rows: Tensor, tol: float, generator: torch.Generator, counter: Counter,
+                       H: Tensor, newton: Tensor, res: Tensor, code: Tensor, cand: Tensor, index: int) -> None:
+    """The sequences ``rows`` that every candidate and the float64 retry left above tol, each
+    solved by the homotopy of :mod:`inn.solvers.homotopy` (on the float64 copy where there is
+    one) from a random start in the box; its path steps count as iterations, the sequence as
+    candidate ``index``. One sequence at a time: each follows its own curve, and they are rare
+    (a few in 50,000 training walks of a trained walks INN)."""
+    log.info("homotopy for %d sequence(s) no local solve converged on", rows.numel())
+    for row in rows.tolist():
+        one = system.select(torch.tensor([row], device=rows.device))
+        if getattr(one, "has_precision_copy", False) and one.X.dtype != torch.float64:
+            one = one.in_precision(torch.float64)
+        bound = one.state_bound() if hasattr(one, "state_bound") else torch.ones(1)
+        bound = torch.where(torch.isfinite(bound), bound, torch.ones_like(bound))
+        uniform = torch.rand(one.shape, generator=generator, dtype=torch.float64).to(one.X)
+        a = 0.5 * bound * (2 * uniform - 1) * one.maskf
+        try:
+            H1, steps, r1, c1 = homotopy_solve(one, a, counter, tol=tol)
+        except NotImplementedError:  # a linearisation without Jacobian blocks
+            log.debug("no Jacobian blocks: no homotopy")
+            return
+        newton[row] += steps
+        if c1 == int(ResultCode.CONVERGED) and bool(one.outside_bounds(H1)[0]):
+            c1 = int(ResultCode.OUT_OF_BOUNDS)
+        if c1 == int(ResultCode.CONVERGED) or r1 < float(res[row]):
+            H[row] = H1[0].to(H.dtype)
+            res[row], code[row], cand[row] = r1, c1, index
 
 
 def _take_better(rows: Tensor, index: int, retried: tuple, H, newton, krylov, res, code, cand) -> None:

@@ -5,6 +5,7 @@ L_t = dF_t/dh_{t-1} and R_t = dF_t/dh_{t+1}. Forward elimination keeps
 E_t = D_t^{-1} R_t and w_t = D_t^{-1} y_t with D_t = I - L_t E_{t-1}; back substitution is
 x_t = w_t + E_t x_{t+1}. Cost per sample and position: one k x k LU and about 3 k^3 flops,
 memory n k^2 per sample. Loops run over positions only, batched over B.
+:class:`BlockTridiagonalLU` keeps the factors for more right-hand sides.
 """
 
 from __future__ import annotations
@@ -37,31 +38,54 @@ def batched_solve(A: Tensor, B: Tensor) -> Tensor:
         return torch.linalg.solve(A, B)
 
 
+class BlockTridiagonalLU:
+    """The block elimination of I - J, kept for several right-hand sides (a homotopy's
+    corrector solves two per step with one factorisation).
+
+    ``blocks(t)`` returns (L_t, R_t), (B, k, k) each (L_0 and R_{n-1} are ignored); ``scale``
+    (B,) factors I - scale J instead (the homotopy's I - lambda J).
+    """
+
+    def __init__(self, blocks: Callable[[int], tuple[Tensor, Tensor]], n: int, scale: Tensor | None = None) -> None:
+        self.lower: list[Tensor] = []
+        self.pivots: list[tuple[Tensor, Tensor]] = []
+        self.E: list[Tensor] = []
+        for t in range(n):
+            L, R = blocks(t)
+            if scale is not None:
+                L, R = L * scale.view(-1, 1, 1), R * scale.view(-1, 1, 1)
+            eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device).expand_as(L)
+            D = eye if t == 0 else eye - L @ self.E[-1]
+            with _cpu_single_thread(D):
+                LU, piv = torch.linalg.lu_factor(D)
+                self.E.append(torch.linalg.lu_solve(LU, piv, R))
+            self.lower.append(L)
+            self.pivots.append((LU, piv))
+
+    def solve(self, b: Tensor) -> Tensor:
+        """x with (I - J) x = b: b (B, n, k) or (B, n, k, m) for m right-hand sides."""
+        vector = b.dim() == 3
+        if vector:
+            b = b.unsqueeze(-1)
+        n = len(self.E)
+        w: list[Tensor] = []
+        for t in range(n):
+            y = b[:, t] if t == 0 else b[:, t] + self.lower[t] @ w[-1]
+            with _cpu_single_thread(y):
+                w.append(torch.linalg.lu_solve(*self.pivots[t], y))
+        x = [w[-1]] * n
+        for t in range(n - 2, -1, -1):
+            x[t] = w[t] + self.E[t] @ x[t + 1]
+        out = torch.stack(x, 1)
+        return out.squeeze(-1) if vector else out
+
+
 def block_tridiagonal_solve(blocks: Callable[[int], tuple[Tensor, Tensor]], b: Tensor) -> Tensor:
     """Solve x_t - L_t x_{t-1} - R_t x_{t+1} = b_t for x, batched: b (B, n, k) -> x (B, n, k).
 
     ``blocks(t)`` returns (L_t, R_t), (B, k, k) each (L_0 and R_{n-1} are ignored).
     """
-    B, n, k = b.shape
-    eye = torch.eye(k, dtype=b.dtype, device=b.device).expand(B, k, k)
-    E: list[Tensor] = []
-    w: list[Tensor] = []
-    for t in range(n):
-        L, R = blocks(t)
-        y = b[:, t].unsqueeze(-1)  # (B, k, 1)
-        if t == 0:
-            D = eye
-        else:
-            D = eye - L @ E[-1]
-            y = y + L @ w[-1]
-        sol = batched_solve(D, torch.cat([R, y], dim=-1))
-        E.append(sol[..., :k])
-        w.append(sol[..., k:])
-    x = [None] * n
-    x[n - 1] = w[n - 1]
-    for t in range(n - 2, -1, -1):
-        x[t] = w[t] + E[t] @ x[t + 1]
-    return torch.stack(x, 1).squeeze(-1)
+    return BlockTridiagonalLU(blocks, b.shape[1]).solve(b)
 
 
 def block_tridiagonal_solve_transposed(blocks: Callable[[int], tuple[Tensor, Tensor]], b: Tensor) -> Tensor:
