@@ -70,31 +70,32 @@ def test_every_pos_model_learns(tmp_path, pos_dir, name):
     assert not (tmp_path / "last.pt").exists()  # resume state is removed once training finished
     if name == "inn":
         assert {"newton_iters", "krylov_iters", "residual", "nonconverged", "newton_hist", "newton_limit",
-                "backward_hist", "backward_limit"} <= set(history.columns)
+                "backward_hist", "backward_limit", "homotopy"} <= set(history.columns)
         assert history.newton_iters.gt(0).all()
 
 
 def test_solver_tally_bins_iterations_and_counts_limit_hits():
     """The history row's iteration histograms (<= 10, 11-20, 21-40, 41-80, 81-160, > 160) and the
-    sequences that stopped at their iteration limit, forward and adjoint, summed over batches."""
+    sequences that stopped at their iteration limit, forward and adjoint, and the forward solves
+    handed to the homotopy, summed over batches."""
     from types import SimpleNamespace
 
     from inn.experiment.train import SolverTally
     from inn.solvers import ResultCode, SolverStats
 
-    def stats(iterations, codes):
+    def stats(iterations, codes, extra=None):
         its = torch.tensor(iterations)
         code = torch.tensor(codes)
         return SolverStats("anderson", its, torch.zeros_like(its), torch.zeros(len(its)), code == 0, code,
-                           torch.zeros_like(its))
+                           torch.zeros_like(its), extra=extra or {})
 
     limit = int(ResultCode.MAX_ITERATIONS)
     tally = SolverTally()
     for _ in range(2):
-        tally.add(SimpleNamespace(last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit]),
+        tally.add(SimpleNamespace(last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit], {"fallback": 2, "homotopy": 1}),
                                   last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)])))
     row = tally.row()
-    assert (row["newton_hist"], row["newton_limit"]) == ("4/2/0/0/0/2", 2)
+    assert (row["newton_hist"], row["newton_limit"], row["homotopy"]) == ("4/2/0/0/0/2", 2, 2)
     assert (row["backward_hist"], row["backward_limit"], row["backward_nonconverged"]) == ("0/0/0/2/2/4", 2, 4)
 
 

@@ -11,7 +11,8 @@ Outputs in ``out_dir``:
 
 - ``checkpoint.pt``: the epoch with the best validation metric (what evaluation reads);
 - ``history.tsv``: one row per epoch (losses, validation perplexity and accuracy or error,
-  learning rate, wall and CPU seconds, and for the INN its solver statistics);
+  learning rate, wall and CPU seconds, and for the INN its solver statistics: mean iterations,
+  histograms, sequences above tol and at their limit, forward solves the homotopy finished);
 - while running, ``last.pt`` (the state after the last finished epoch, the INN's warm
   starts included) and ``best.pt``;
   a restarted run resumes from ``last.pt`` and ends exactly where an uninterrupted run
@@ -254,6 +255,7 @@ class SolverTally:
         self.histogram = {"newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
                           "backward": [0] * (len(self.HISTOGRAM_EDGES) + 1)}
         self.limit = {"newton": 0, "backward": 0}  # sequences stopped at the iteration limit
+        self.homotopy = 0  # forward solves no local solver finished, handed to the homotopy
 
     #: upper edges of the iteration histogram's bins: <= 10, 11-20, 21-40, 41-80, 81-160, > 160
     HISTOGRAM_EDGES = (10, 20, 40, 80, 160)
@@ -276,6 +278,7 @@ class SolverTally:
         self.krylov += float(stats.krylov_iterations.float().mean())
         self.residual = max(self.residual, float(stats.residual.max()))
         self.nonconverged += stats.num_failed
+        self.homotopy += int(stats.extra.get("homotopy", 0))
         self._count("newton", stats)
         back = getattr(layer, "last_backward_stats", None)
         if back is not None:
@@ -292,7 +295,7 @@ class SolverTally:
                 # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
                 "newton_hist": "/".join(map(str, self.histogram["newton"])), "newton_limit": self.limit["newton"],
                 "backward_hist": "/".join(map(str, self.histogram["backward"])),
-                "backward_limit": self.limit["backward"],
+                "backward_limit": self.limit["backward"], "homotopy": self.homotopy,
                 **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
 
 
