@@ -139,14 +139,15 @@ def test_float32_solve_from_zeros_is_not_a_failure(solver):
 
 
 def test_forced_nonconvergence_is_visible():
-    layer = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",))
+    # fallback float64: no homotopy, which would go on past max_iter (it follows its own path)
+    layer = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",), fallback="float64")
     xi, mask = make_batch()
     with pytest.warns(ConvergenceWarning):
         layer(xi, mask)
     st = layer.last_stats
     assert st.num_failed == 3 and not st.converged.any()
     assert (st.code == ResultCode.MAX_ITERATIONS).all()
-    strict = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",), strict=True)
+    strict = make_layer(scale=3.0, max_iter=1, tol=1e-14, candidates=("zeros",), strict=True, fallback="float64")
     with pytest.raises(InnError, match="did not reach tol"):
         strict(xi, mask)
 
