@@ -284,6 +284,14 @@ def test_breakdown_reports_each_training_batch(tmp_path, capsys):
           "--baselines", "--fallback", "direct", "--device", "cpu", "--out", str(out)])
     (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert (int(row["adjoint_fallback"]), int(row["adjoint_limit"]), row["adjoint_codes"]) == (4, 0, "")
+    assert (int(row["forward_fallback"]), int(row["forward_homotopy"])) == (0, 0)
+    # one forward iteration per solve: the float64 retry fails too, and the homotopy finishes every sequence
+    ckpt = _walks_checkpoint(tmp_path / "short.pt", max_iter=1, candidates=["zeros"])
+    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "--batches", "1", "--batch-size", "4",
+          "--baselines", "--device", "cpu", "--out", str(out)])
+    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert (int(row["forward_fallback"]), int(row["forward_homotopy"]), int(row["forward_limit"])) == (4, 4, 0)
+    assert row["forward_codes"] == ""
 
 
 def test_breakdown_needs_a_whole_implicit_model(tmp_path):

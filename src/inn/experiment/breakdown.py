@@ -61,6 +61,8 @@ class BatchRow:
     forward_max: int
     forward_limit: int  #: sequences that stopped at the forward iteration limit
     forward_codes: str  #: result codes of the sequences that missed tol, ``NAME:count;...``
+    forward_fallback: int  #: sequences the forward solved again on the float64 system
+    forward_homotopy: int  #: sequences no local solve finished, solved by the homotopy
     adjoint_mean: float
     adjoint_max: int
     adjoint_limit: int
@@ -183,6 +185,7 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     return dict(
         forward_mean=float(fs.newton_iterations.float().mean()), forward_max=int(fs.newton_iterations.max()),
         forward_limit=limit_hits(fs), forward_codes=code_summary(fs.code),
+        forward_fallback=int(fs.extra.get("fallback", 0)), forward_homotopy=int(fs.extra.get("homotopy", 0)),
         adjoint_mean=float(bs.newton_iterations.float().mean()), adjoint_max=int(bs.newton_iterations.max()),
         adjoint_limit=limit_hits(bs), adjoint_codes=code_summary(bs.code),
         adjoint_fallback=int(bs.extra.get("fallback", 0)),
@@ -243,10 +246,12 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
 
 
 def summary_table(rows: list[BatchRow]) -> str:
-    """Per length: batches, mean iterations, limit hits, sequences solved again in float64 (``fb``), F evaluations, J products, the time split and
-    the ratio of the mean total to each baseline's."""
+    """Per length: batches, mean iterations, limit hits, sequences the forward solved again in
+    float64 (``ffb``) and by the homotopy (``hom``), those the adjoint solved again in float64
+    (``fb``), F evaluations, J products, the time split and the ratio of the mean total to each
+    baseline's."""
     frame = pd.DataFrame([asdict(r) for r in rows])
-    lines = [f"{'n':>4} {'batches':>7} {'fwd it':>6} {'fwd max':>7} {'fwd lim':>7} {'adj it':>6} {'adj max':>7} "
+    lines = [f"{'n':>4} {'batches':>7} {'fwd it':>6} {'fwd max':>7} {'fwd lim':>7} {'ffb':>4} {'hom':>4} {'adj it':>6} {'adj max':>7} "
              f"{'adj lim':>7} {'fb':>4} {'F':>6} {'JP':>6} {'total s':>8} {'solve':>6} {'F s':>6} {'adjoint':>7} {'rest':>6} "
              f"{'x BiGRU':>7} {'x BiLSTM':>8}"]
     for n, g in frame.groupby("n", sort=False):
@@ -254,7 +259,8 @@ def summary_table(rows: list[BatchRow]) -> str:
         ratio = {kind: total / g[f"bi{kind}_s"].mean() if g[f"bi{kind}_s"].notna().any() else float("nan")
                  for kind in ("gru", "lstm")}
         lines.append(f"{n:>4} {len(g):>7} {g.forward_mean.mean():>6.1f} {g.forward_max.max():>7} "
-                     f"{g.forward_limit.sum():>7} {g.adjoint_mean.mean():>6.1f} {g.adjoint_max.max():>7} "
+                     f"{g.forward_limit.sum():>7} {g.forward_fallback.sum():>4} {g.forward_homotopy.sum():>4} "
+                     f"{g.adjoint_mean.mean():>6.1f} {g.adjoint_max.max():>7} "
                      f"{g.adjoint_limit.sum():>7} {g.adjoint_fallback.sum():>4} {g.function_evals.mean():>6.1f} {g.jacobian_products.mean():>6.1f} "
                      f"{total:>8.3f} {g.solve_s.mean():>6.3f} {g.F_s.mean():>6.3f} {g.adjoint_s.mean():>7.3f} "
                      f"{g.rest_s.mean():>6.3f} {ratio['gru']:>7.1f} {ratio['lstm']:>8.1f}")
