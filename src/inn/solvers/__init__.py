@@ -305,8 +305,9 @@ def solve(
             first candidate, with ``max_iter``; ``stats.candidate`` counts that solve after the
             candidates, ``stats.extra["fallback"]`` how many sequences it took. With
             ``"homotopy"`` (default) the sequences still above tol after that are solved by
-            a probability-one homotopy (:mod:`inn.solvers.homotopy`, seconds per sequence),
-            which reaches a fixed point where every local solver stalls at a fold;
+            a probability-one homotopy (:mod:`inn.solvers.homotopy`, seconds per sequence, on
+            the float64 copy or a float64 system), which reaches a fixed point where every
+            local solver stalls at a fold;
             ``stats.extra["homotopy"]`` counts them, their path steps count as iterations.
 
     Returns:
@@ -378,8 +379,12 @@ def solve(
         _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
         extra["fallback"] = int(retry.numel())
         retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
-    if fallback == "homotopy" and retry.numel():
-        _homotopy_fallback(system, retry, tol, generator, counter, H, newton, res, code, cand, len(kinds) + precise)
+    # the homotopy on float64 systems only (the float64 copy, or a float64 model's own): in
+    # float32 its corrections cannot settle, and a cell without the copy has no hooks either
+    if fallback == "homotopy" and retry.numel() and (precise or system.X.dtype == torch.float64):
+        exact = system.select(retry)
+        _homotopy_fallback(exact.in_precision(torch.float64) if precise else exact, retry, tol, generator, counter,
+                           H, newton, res, code, cand, len(kinds) + precise)
         extra["homotopy"] = int(retry.numel())
     stats = SolverStats(
         solver=method,
@@ -397,25 +402,23 @@ def solve(
     return H, stats
 
 
-def _homotopy_fallback(system, rows: Tensor, tol: float, generator: torch.Generator, counter: Counter,
+def _homotopy_fallback(exact, rows: Tensor, tol: float, generator: torch.Generator, counter: Counter,
                        H: Tensor, newton: Tensor, res: Tensor, code: Tensor, cand: Tensor, index: int) -> None:
     """The sequences ``rows`` that every candidate and the float64 retry left above tol, each
-    solved by the homotopy of :mod:`inn.solvers.homotopy` (on the float64 copy where there is
-    one) from a random start in the box; its path steps count as iterations, the sequence as
-    candidate ``index``. One sequence at a time: each follows its own curve, and they are rare
-    (a few in 50,000 training walks of a trained walks INN)."""
+    solved by the homotopy of :mod:`inn.solvers.homotopy` on ``exact``, their float64 systems
+    (in the order of ``rows``), from a random start in the box; its path steps count as
+    iterations, the sequence as candidate ``index``. One sequence at a time: each follows its
+    own curve, and they are rare (a few in 50,000 training walks of a trained walks INN)."""
     log.info("homotopy for %d sequence(s) no local solve converged on", rows.numel())
-    for row in rows.tolist():
-        one = system.select(torch.tensor([row], device=rows.device))
-        if getattr(one, "has_precision_copy", False) and one.X.dtype != torch.float64:
-            one = one.in_precision(torch.float64)
+    for i, row in enumerate(rows.tolist()):
+        one = exact.select(torch.tensor([i], device=rows.device))
         bound = one.state_bound() if hasattr(one, "state_bound") else torch.ones(1)
         bound = torch.where(torch.isfinite(bound), bound, torch.ones_like(bound))
         uniform = torch.rand(one.shape, generator=generator, dtype=torch.float64).to(one.X)
         a = 0.5 * bound * (2 * uniform - 1) * one.maskf
         try:
             H1, steps, r1, c1 = homotopy_solve(one, a, counter, tol=tol)
-        except NotImplementedError:  # a linearisation without Jacobian blocks
+        except (NotImplementedError, AttributeError):  # a linearisation without Jacobian blocks
             log.debug("no Jacobian blocks: no homotopy")
             return
         newton[row] += steps
