@@ -18,6 +18,7 @@ from inn.errors import InnError
 from inn.experiment import runs
 from inn.experiment.runs import list_runs, resumed_commit_note, save_states, source_commit
 from inn.experiment.train import TrainConfig, train
+from inn.tables import read_tsv
 
 INN_FAST = {"hidden_size": 6, "solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
 
@@ -83,7 +84,7 @@ def test_history_and_state_record_device_threads_and_commit(tmp_path, walks):
     train("walks", walks, "inn", out, _cfg(), INN_FAST, device="cpu", stop_after=2)
     saved = torch.load(out / "last.pt", weights_only=True)
     assert saved["meta"]["commit"] == source_commit()
-    history = pd.read_csv(out / "history.tsv", sep="\t")
+    history = read_tsv(out / "history.tsv")  # (a commit of digits alone stays text)
     assert list(history["device"]) == ["cpu", "cpu"]
     assert list(history["commit"]) == [source_commit()] * 2
     assert (history["threads"] == torch.get_num_threads()).all()

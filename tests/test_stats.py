@@ -108,6 +108,15 @@ def test_tags_that_look_missing_are_read_as_tags(tmp_path):
     assert unit_scores([read], "sentence", "correct").seed_rates.tolist() == [6 / 7]
 
 
+def test_a_commit_of_digits_alone_is_read_as_written(tmp_path):
+    """A history's short commit hash can be all digits (1290490 was one of this project's): read
+    back it stays that text, leading zero included, not a number."""
+    from inn.tables import read_tsv, write_tsv
+
+    write_tsv(tmp_path / "history.tsv", pd.DataFrame({"epoch": [1, 2], "commit": ["0123456", "1290490"]}))
+    assert read_tsv(tmp_path / "history.tsv")["commit"].tolist() == ["0123456", "1290490"]
+
+
 def test_whole_numbers_are_written_exactly(tmp_path):
     """Parameter counts in a column with gaps (a float column) keep every digit; fractions keep six."""
     from inn.tables import read_tsv, write_tsv

@@ -31,10 +31,11 @@ def _whole_numbers_exact(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**exact) if exact else frame
 
 
-#: Columns that hold words and labels: read as text, as written. pandas would otherwise read a
-#: tag such as ``NA``, ``NULL`` or ``nan`` as a missing value (which equals nothing, so a right
-#: tag would count as wrong) and ``01`` as the number 1.
-TEXT_COLUMNS = ("word", "gold", "predicted")
+#: Columns that hold words, labels and commits: read as text, as written. pandas would otherwise
+#: read a tag such as ``NA``, ``NULL`` or ``nan`` as a missing value (which equals nothing, so a
+#: right tag would count as wrong), ``01`` as the number 1, and a history's commit of digits
+#: alone (``0123456``) as the number 123456.
+TEXT_COLUMNS = ("word", "gold", "predicted", "commit")
 
 
 def read_tsv(path: str | os.PathLike) -> pd.DataFrame:
