@@ -380,7 +380,7 @@ def solve(
         extra["fallback"] = int(retry.numel())
         retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
     # the homotopy on float64 systems only (the float64 copy, or a float64 model's own): in
-    # float32 its corrections cannot settle, and a cell without the copy has no hooks either
+    # float32 its corrections cannot settle (a float32 system without the copy keeps its misses)
     if fallback == "homotopy" and retry.numel() and (precise or system.X.dtype == torch.float64):
         exact = system.select(retry)
         _homotopy_fallback(exact.in_precision(torch.float64) if precise else exact, retry, tol, generator, counter,
