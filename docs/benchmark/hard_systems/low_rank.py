@@ -21,9 +21,12 @@ K dense, n m per sequence, built from T^{-1} through its semiseparable structure
                                                        compaction) and M_r^T's (its build included),
                                                        40 float32 iterations then the float64
                                                        fallback, as in training; CPU time of one thread
+                                                       (DEVICE=cuda in the environment: on the GPU,
+                                                       wall time after a synchronisation)
 """
 
 import copy
+import os
 import sys
 import time
 import warnings
@@ -35,6 +38,7 @@ import inn.solvers as solvers
 from inn.batches import collate
 from inn.checkpoints import load_checkpoint
 from inn.data.walk import generate_walks
+from inn.experiment.timing import synchronize
 from inn.nn.implicit_function import float64_fallback
 from inn.solvers.anderson import anderson_iterate
 from inn.solvers.block_tridiagonal import BlockTridiagonalLU, _cpu_single_thread
@@ -42,6 +46,15 @@ from inn.solvers.tridiagonal import Tridiagonal
 
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")
+DEVICE = torch.device(os.environ.get("DEVICE", "cpu"))
+
+
+def clock() -> float:
+    """CPU time of this thread on the CPU; on a GPU, wall time once its queue is done."""
+    if DEVICE.type == "cpu":
+        return time.process_time()
+    synchronize(DEVICE)
+    return time.perf_counter()
 
 
 def truncated_factors(weight: Tensor, rank: int) -> tuple[Tensor, Tensor]:
@@ -238,22 +251,23 @@ def main() -> None:
                       f"{then.float().mean():.1f} (max {then.max()}), {int((res > 1e-4).sum())} above tol")
         elif mode == "adjoint":
             batches, rank = int(sys.argv[4]), int(sys.argv[5])
+            model.to(DEVICE)
             original = solvers.copy_inverse
 
             builds: list[float] = []
 
             class Transposed:
                 def __init__(self, lin):
-                    t0 = time.process_time()
+                    t0 = clock()
                     self.M = LowRankCoupling(lin.copy, *gru_coupling(lin, rank))
-                    builds.append(time.process_time() - t0)
+                    builds.append(clock() - t0)
 
                 def solve(self, b: Tensor) -> Tensor:
                     return self.M.solve_transposed(b)
             rows: dict[str, list] = {"layer's": [], "layer's, compacted": [], f"M_r^T, rank {rank}": []}
             for i in range(batches):
                 batch = walks(model, n, 500 + i)
-                x, mask, y = batch["x"], batch["mask"], batch["y"]
+                x, mask, y = (batch[key].to(DEVICE) for key in ("x", "mask", "y"))
                 model.rnn(x, mask)
                 system, H = model.rnn.system(x, mask), model.rnn.last_solution
                 with torch.enable_grad():
@@ -265,12 +279,12 @@ def main() -> None:
                 select = lambda r: system.select(r).linearize(H[r])  # noqa: E731
                 for name, inverse, extra in zip(rows, (original, original, Transposed), ({}, {"select": select}, {})):
                     solvers.copy_inverse = inverse
-                    t0 = time.process_time()
+                    t0 = clock()
                     # as training solves it: 40 float32 iterations, then the float64 fallback
                     u, st = solvers.ADJOINT_SOLVERS["anderson"](lin, g, tol=1e-4, max_iter=40, **extra)
                     if st.num_failed:
                         u, st = float64_fallback(lin, H, g, u, st, "float64", 1e-4, 200)
-                    rows[name].append((time.process_time() - t0, st.newton_iterations.float().mean().item(),
+                    rows[name].append((clock() - t0, st.newton_iterations.float().mean().item(),
                                        st.num_failed))
                 solvers.copy_inverse = original
             for name, r in rows.items():
