@@ -439,6 +439,19 @@ def test_table1_claim_against_the_matched_size_and_as_a_whole(tmp_path):
                                  "1 of 2 hold after Holm's correction for 2 tests")
 
 
+def test_report_names_the_sizes_tried_at_each_b_where_they_differ(runs):
+    root, histories = runs
+    tables = root / "tables"
+    t1 = pd.read_csv(tables / "table1.tsv", sep="\t")
+    t1["bilstm_sizes"] = ["100 units (89,801 parameters)", "100 units (89,801 parameters); 300 units (749,401 parameters)"]
+    write_tsv(tables / "table1.tsv", t1)
+    html = render(config=validate_config({}, SCHEMA), schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
+    note = " ".join(html.split())
+    b = t1.b.tolist()
+    assert (f"b-LSTM sizes tried: at b = {b[0]}: 100 units (89,801 parameters); at b = {b[1]}: 100 units "
+            "(89,801 parameters); 300 units (749,401 parameters);") in note
+
+
 def test_blstm_sizes_are_compared_on_the_seeds_they_share(tmp_path):
     """The 300-unit b-LSTM is better on seed 1, the one both sizes have; the 500's mean over its
     three seeds is lower only through seeds the 300 never drew: 300 is chosen."""
