@@ -133,6 +133,31 @@ def test_forward_fallback_solves_a_trained_walks_stall_in_float64():
     assert float((H.double() - H64).norm() / H64.norm()) < 1e-3
 
 
+def test_forward_fallback_starts_from_where_float32_stopped():
+    """At a tol float32 cannot certify (1e-9), every float32 candidate stops short of it; the
+    float64 retry then starts from their best iterate, a few steps from the fixed point, and
+    needs far fewer iterations than the same float64 system solved from zero."""
+    from inn.batches import collate
+    from inn.checkpoints import load_checkpoint
+    from inn.data.walk import generate_walks
+    from inn.solvers import ConvergenceWarning, solve
+
+    model, _ = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt")
+    batch = collate([{"x": x, "y": y} for x, y in generate_walks(4, 0.5, 10, 3, max_len=20, min_len=20)])
+    system = model.rnn.system(batch["x"], batch["mask"])
+    options = {k: v for k, v in model.rnn.options.items() if k not in ("fallback", "fallback_after", "tol")}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, alone = solve(system, "anderson", tol=1e-9, fallback=None, max_iter=40, **options)
+        _, stats = solve(system, "anderson", tol=1e-9, fallback="float64", **options)
+        _, fresh = solve(system.in_precision(torch.float64), "anderson", tol=1e-9, **options)
+    assert not bool(alone.converged.any())
+    assert bool(stats.converged.all()) and stats.extra == {"fallback": 4}
+    retry = stats.newton_iterations - alone.newton_iterations  # the float64 iterations
+    assert bool(fresh.converged.all())
+    assert bool((retry * 2 < fresh.newton_iterations).all()), (retry, fresh.newton_iterations)
+
+
 def test_homotopy_fallback_solves_a_trained_walks_fold():
     """A walk (n = 23) of the paper-scale b = 0.5 training set on which the epoch-12 INN's
     every local solve stalls, float32 and float64, at a relative residual of about 2e-3 (a

@@ -16,6 +16,13 @@ K dense, n m per sequence, built from T^{-1} through its semiseparable structure
                                                        fixed point, 20 fresh b = 0.5 walks of N steps
     python low_rank.py FIXTURE forward N RANK          float64 Anderson iterations to 1e-4: the
                                                        tridiagonal step to a switch, then M_r there
+    python low_rank.py FIXTURE retry N BATCHES RANK    the walks whose float32 forward (40
+                                                       iterations a candidate) misses tol, solved
+                                                       again on their float64 copy: as the layer
+                                                       does (the tridiagonal step from zero), the
+                                                       same from the float32 end point, and M_r's
+                                                       step from there (its build included); CPU
+                                                       time of one thread
     python low_rank.py FIXTURE adjoint N BATCHES RANK  float32 adjoint solves of the token loss's
                                                        gradient: the layer's (with and without
                                                        compaction) and M_r^T's (its build included),
@@ -249,6 +256,40 @@ def main() -> None:
                 _, then, res = anderson_iterate(step, H, scale, tol=1e-4, max_iter=300)[:3]
                 print(f"  to {switch or 'zero':} {first.float().mean():.1f}, then M_r (rank {rank}) there "
                       f"{then.float().mean():.1f} (max {then.max()}), {int((res > 1e-4).sum())} above tol")
+        elif mode == "retry":
+            batches, rank = int(sys.argv[4]), int(sys.argv[5])
+            model.rnn.options = {**model.rnn.options, "fallback": None, "max_iter": 40, "strict": False}  # the float32 part
+            found = {"tridiagonal, from zero (the first candidate)": [], "tridiagonal, from the float32 end": [],
+                     f"M_r, rank {rank}, from the float32 end": []}
+            for i in range(batches):
+                batch = walks(model, n, 500 + i)
+                model.rnn(batch["x"], batch["mask"])
+                rows = (~model.rnn.last_stats.converged).nonzero().flatten()
+                if not rows.numel():
+                    continue
+                sub = model.rnn.system(batch["x"], batch["mask"]).select(rows).in_precision(torch.float64)
+                end = model.rnn.last_solution[rows].double().nan_to_num(0.0)
+                tri = lambda H: sub.tridiagonal_step(H, with_residual=True)  # noqa: E731
+
+                def low_rank(H0: Tensor):
+                    lin = sub.linearize(H0)
+                    M = LowRankCoupling(lin.copy, *gru_coupling(lin, rank))
+
+                    def step(H: Tensor):
+                        r = sub.F(H) - H
+                        return H + M.solve(r), scale(r) / scale(H)
+                    return step
+                for name, (make, start) in zip(found, ((lambda H0: tri, torch.zeros_like(end)), (lambda H0: tri, end),
+                                                       (low_rank, end))):
+                    t0 = time.process_time()
+                    _, its, res = anderson_iterate(make(start), start, scale, tol=1e-4, max_iter=2000)[:3]
+                    found[name].append(torch.stack([its.double(), (res <= 1e-4).double(),
+                                                    torch.full_like(res, (time.process_time() - t0) / len(rows))], 1))
+            for name, r in found.items():
+                t = torch.cat(r) if r else torch.zeros(0, 3)
+                print(f"n = {n}, {batches} batches, {len(t)} float32 misses, {name}: iterations median "
+                      f"{t[:, 0].median():.0f} (max {t[:, 0].max():.0f}), {int(t[:, 1].sum())} converged, "
+                      f"{t[:, 2].mean() * 1e3:.0f} ms a walk")
         elif mode == "adjoint":
             batches, rank = int(sys.argv[4]), int(sys.argv[5])
             model.to(DEVICE)

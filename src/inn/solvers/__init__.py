@@ -82,7 +82,7 @@ _SWEEPS = ("tridiagonal", "red_black", "jacobi")  # inn.solvers.anderson.SWEEPS
 #: options :func:`solve` applies itself, not the solver function (see its ``fallback``), for
 #: the solvers that list them
 _FALLBACK = SolverOption("fallback", "homotopy", "solve the sequences a float32 solve leaves above tol again on the "
-                         "float64 system, from the first candidate; homotopy: then track a probability-one homotopy "
+                         "float64 system, from where float32 stopped, then from the first candidate; homotopy: then track a probability-one homotopy "
                          "for those that are still above it (null: never)", choices=("float64", "homotopy"),
                          nullable=True)
 _FALLBACK_AFTER = SolverOption("fallback_after", 40, "float32 iterations per candidate before the fallback takes "
@@ -301,8 +301,11 @@ def solve(
             trained walks INN: NONFINITE after 77 float32 Anderson steps, 20 steps in
             float64). With a system that has a float64 copy (``in_precision``), each float32
             candidate then runs at most ``fallback_after`` iterations, and the sequences that
-            every candidate leaves above tol are solved again on the float64 copy from the
-            first candidate, with ``max_iter``; ``stats.candidate`` counts that solve after the
+            every candidate leaves above tol are solved again on the float64 copy: first for
+            ``fallback_after`` iterations from where the float32 candidates stopped (their
+            lowest-residual iterate: most stop a few steps short of tol, by round-off or the
+            cut), then those still above tol from the first candidate, with ``max_iter``;
+            ``stats.candidate`` counts that solve after the
             candidates, ``stats.extra["fallback"]`` how many sequences it took. With
             ``"homotopy"`` (default) the sequences still above tol after that are solved by
             a probability-one homotopy (:mod:`inn.solvers.homotopy`, seconds per sequence, on
@@ -346,6 +349,9 @@ def solve(
     first_max_iter = min(max_iter, fallback_after) if precise else max_iter
 
     def guess(sub, kind: str, rows: Tensor | None) -> Tensor:
+        if kind == "end":  # where the float32 candidates stopped: their lowest-residual iterate
+            end = H[rows].to(sub.X.dtype)
+            return torch.where(torch.isfinite(end), end, torch.zeros_like(end))
         if kind != "start":
             return sub.initial_guess(kind, generator)
         return start if rows is None else start[rows]
@@ -375,10 +381,15 @@ def solve(
     retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
     if precise and retry.numel():
         log.debug("solving %d sequence(s) again in float64", retry.numel())
-        retried = run(system.select(retry).in_precision(torch.float64), [tuple(candidates)[0]], retry, limit=max_iter)
-        _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
         extra["fallback"] = int(retry.numel())
-        retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
+        # first from where float32 stopped (most misses stop a few steps short of tol there), then
+        # what that leaves from the first candidate, with max_iter
+        for kind, limit in (("end", first_max_iter), (tuple(candidates)[0], max_iter)):
+            retried = run(system.select(retry).in_precision(torch.float64), [kind], retry, limit=limit)
+            _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
+            retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
+            if retry.numel() == 0:
+                break
     # the homotopy on float64 systems only (the float64 copy, or a float64 model's own): in
     # float32 its corrections cannot settle (a float32 system without the copy keeps its misses)
     if fallback == "homotopy" and retry.numel() and (precise or system.X.dtype == torch.float64):
