@@ -3,7 +3,7 @@ landed (docs/decisions.md has the figures and the verdict).
 
 The tridiagonal step inverts I - D (the gated copy) and leaves the weight matrices' coupling to
 Anderson. M_r = I - J_r keeps the gates exact and cuts each recurrent matrix to its r leading
-singular directions (SPEC: the ranks of U_p, U_n, U_z, U_r, U, e.g. 0,0,3,3,3; 0,0,0,0,0 is
+singular directions (RANKS: the ranks of U_p, U_n, U_z, U_r, U, e.g. 0,0,3,3,3; 0,0,0,0,0 is
 the tridiagonal step, full rank is Newton). For the GRU, with U_p = U_n = 0,
 J_r = D + C G S: S the change of hhat (elementwise), G_t (m x k) what the cut matrices read of
 it, C_t (k x m) what they write back. By Woodbury, T = I - D,
@@ -12,7 +12,7 @@ it, C_t (k x m) what they write back. By Woodbury, T = I - D,
 
 K dense, n m per sequence, built from T^{-1} through its semiseparable structure.
 
-    python low_rank.py FIXTURE rho N SPEC [SPEC ...]   rho of I - M_r^{-1} (I - J) at the float64
+    python low_rank.py FIXTURE rho N RANKS [RANKS ...] rho of I - M_r^{-1} (I - J) at the float64
                                                        fixed point, 20 fresh b = 0.5 walks of N steps
     python low_rank.py FIXTURE forward N RANK          float64 Anderson iterations to 1e-4: the
                                                        tridiagonal step to a switch, then M_r there
