@@ -29,6 +29,8 @@ from inn.experiment.timing import synchronize
 
 fixture, n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 device = torch.device(sys.argv[4] if len(sys.argv) > 4 else "cuda")
+if device.type == "cpu":
+    torch.set_num_threads(1)  # the check on a shared CPU: one thread, as every CPU figure here
 torch.manual_seed(1)
 model, meta = load_checkpoint(fixture, device=device)
 model.train()
