@@ -98,10 +98,11 @@ def test_inn_runs_lists_unfinished_and_finished_runs(tmp_path, walks, capsys):
     table = list_runs([results]).set_index("model")
     assert table.loc["inn", "status"] == "unfinished" and table.loc["inn", "epochs"] == 1
     assert table.loc["inn", "ended_by"] == "running, 0 of 5 epochs without a better dev"
-    assert table.loc["inn", "epochs_by_device"].startswith(f"1 cpu ") and source_commit() in table.loc["inn",
-                                                                                                       "commits"]
+    cpu = "cpu" if torch.get_num_threads() == 1 else f"cpu, {torch.get_num_threads()} threads"
+    assert table.loc["inn", "epochs_by_device"].startswith(f"1 {cpu} ") and source_commit() in table.loc["inn",
+                                                                                                         "commits"]
     assert table.loc["bilstm-h4", "status"] == "finished" and table.loc["bilstm-h4", "ended_by"] == "cap"
-    assert table.loc["bilstm-h4", "epochs_by_device"].startswith("1-2 cpu ")
+    assert table.loc["bilstm-h4", "epochs_by_device"].startswith(f"1-2 {cpu} ")
     runs.main([str(results)])
     shown = capsys.readouterr().out
     assert "| walks | b0.5 | inn | 1 | unfinished | 1 |" in shown
@@ -195,6 +196,17 @@ def test_devices_of_older_histories_come_from_their_logs(tmp_path):
     row = list_runs([tmp_path / "results"]).iloc[0]
     assert row["epochs_by_device"] == "1-2 cuda (log) 100-110 s (unrecorded); 3 cpu (log) 1500 s (unrecorded)"
     assert row["status"] == "stopped" and row["best_epoch"] == 2
+
+
+def test_a_change_of_threads_starts_a_new_stretch(tmp_path):
+    run = _run(tmp_path / "results")
+    run.mkdir(parents=True)
+    pd.DataFrame({"epoch": [1, 2, 3, 4], "dev_error": [0.3, 0.2, 0.25, 0.24], "seconds": [964.0, 1019.0, 758.0, 160.0],
+                  "device": ["cpu", "cpu", "cpu", "cuda NVIDIA H200"], "threads": [1, 2, 2, 1],
+                  "commit": ["a9e4c60"] * 4}).to_csv(run / "history.tsv", sep="\t", index=False)
+    row = list_runs([tmp_path / "results"]).iloc[0]
+    assert row["epochs_by_device"] == ("1 cpu 964 s (a9e4c60); 2-3 cpu, 2 threads 758-1019 s (a9e4c60); "
+                                       "4 cuda NVIDIA H200 160 s (a9e4c60)")
 
 
 def test_a_folder_without_runs_is_one_line(tmp_path):

@@ -111,13 +111,17 @@ def resumed_commit_note(path: str | os.PathLike, saved: dict[str, Any]) -> str |
 
 
 def _stretches(history: pd.DataFrame) -> str:
-    """The epochs grouped into stretches of one device and commit, each with its seconds an
-    epoch: ``1-5 cpu 250-360 s (6ebf96e); 6-10 cuda NVIDIA H200 70-86 s (6ebf96e)``."""
+    """The epochs grouped into stretches of one device, thread count and commit, each with its
+    seconds an epoch: ``1-5 cpu 250-360 s (6ebf96e); 6-8 cpu, 2 threads 180-190 s (6ebf96e);
+    9-10 cuda NVIDIA H200 70-86 s (6ebf96e)`` (one thread, or none recorded, goes unsaid)."""
     if history.empty:
         return ""
     frame = history.copy()
     for column in ("device", "commit"):
         frame[column] = frame[column].fillna(UNRECORDED).astype(str) if column in frame else UNRECORDED
+    threads = pd.to_numeric(frame["threads"], errors="coerce") if "threads" in frame else pd.Series(float("nan"), frame.index)
+    frame["device"] = [f"{device}, {int(count)} threads" if count > 1 else device
+                       for device, count in zip(frame["device"], threads.fillna(1))]
     parts, start = [], 0
     keys = list(zip(frame["device"], frame["commit"]))
     for i in range(1, len(frame) + 1):
