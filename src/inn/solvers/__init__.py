@@ -46,6 +46,7 @@ from inn.solvers._common import (
 from inn.solvers._registry import SolverOption, SolverSpec, did_you_mean
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
+from inn.solvers.gmres import gmres
 from inn.solvers.homotopy import homotopy_solve
 from inn.solvers.tridiagonal import Tridiagonal
 
@@ -513,6 +514,18 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
+def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 30, u0: Tensor | None = None):
+    """GMRES on (I - J^T) u = g, preconditioned on the right by the tridiagonal I - D^T (the
+    same factorisation Anderson's step uses): :func:`inn.solvers.gmres.gmres`. Its iterations
+    are J^T products; each restart costs one more, for the true residual."""
+    u, info = gmres(lambda V: V - lin.vjp(V), copy_inverse(lin).solve, g, x0=u0, rtol=tol, maxiter=max_iter,
+                    restart=restart)
+    scale = batch_norm(g)
+    res = torch.where(scale > 0, info.residual / scale.clamp_min(torch.finfo(g.dtype).tiny), torch.zeros_like(scale))
+    return u, _adjoint_stats("gmres", info.iterations, torch.zeros_like(info.iterations), res, info.code, 1,
+                             info.matvecs)
+
+
 class _NoCoupling:
     """I - D^T for a cell with no elementwise coupling (D = 0): the identity."""
 
@@ -646,6 +659,7 @@ def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | N
 ADJOINT_SOLVERS = {
     "bicgstab": _adjoint_bicgstab,
     "anderson": _adjoint_anderson,  # tridiagonal-preconditioned steps, Anderson-accelerated
+    "gmres": _adjoint_gmres,  # GMRES right-preconditioned by the same tridiagonal solve
     "anderson_red_black": _adjoint_anderson_red_black,
     "anderson_jacobi": _adjoint_anderson_jacobi,
     "fixed_point": _adjoint_fixed_point,
@@ -717,6 +731,8 @@ BACKWARD_OPTIONS = (
                  type="boolean", choices=("auto",)),
     SolverOption("backward_cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
                  type="boolean", choices=("auto",), resumable=True),
+    SolverOption("backward_restart", 30, "gmres only: Krylov vectors kept before a restart", type="integer",
+                 minimum=1),
     SolverOption("backward_steps", APPROXIMATE_OPTIONS["phantom"]["steps"], "phantom only: damped unrolled steps",
                  type="integer", minimum=1),
     SolverOption("backward_damping", APPROXIMATE_OPTIONS["phantom"]["damping"], "phantom only: their damping",
