@@ -13,6 +13,9 @@ from cell_fixtures import FIXTURES, fixture_name, record
 #: later steps and solved again from the one-step guess (2 more F evaluations). A residual
 #: below tol is no longer a divergence: it stays on its first candidate.
 CHANGED = {"anderson_red_black": slice(0, 2)}
+#: backward solvers added after the fixtures were stored; each is checked against the direct
+#: solve and against unrolled autograd instead (tests/test_implicit_grad.py, test_any_cell.py)
+ADDED = {"gmres"}
 
 
 @pytest.mark.parametrize("boundary", [0.0, 0.3])
@@ -20,7 +23,7 @@ CHANGED = {"anderson_red_black": slice(0, 2)}
 def test_cells_reproduce_their_stored_states_and_gradients(cell, boundary):
     stored = torch.load(FIXTURES / fixture_name(cell, boundary), weights_only=True)
     now = record(cell, boundary, stored["state_dict"])
-    assert set(now["forward"]) == set(stored["forward"]) and set(now["backward"]) == set(stored["backward"])
+    assert set(now["forward"]) == set(stored["forward"]) and set(now["backward"]) == set(stored["backward"]) | ADDED
     for run, want in stored["forward"].items():
         got = now["forward"][run]
         for key in ("state", "output"):

@@ -58,3 +58,25 @@ def test_restart_is_gmres_only_and_positive():
         check_backward_options({"backward_solver": "anderson", "backward_restart": 10})
     with pytest.raises(InnError, match="backward_restart must be a positive integer"):
         check_backward_options({"backward_solver": "gmres", "backward_restart": 0})
+
+
+def test_compaction_takes_the_same_steps_on_fewer_samples():
+    A, b, matvec, precondition = _system(B=6, N=50)
+    A = torch.eye(50, dtype=torch.float64) + torch.linspace(0.1, 0.9, 6, dtype=torch.float64).view(6, 1, 1) * (
+        A - torch.eye(50, dtype=torch.float64))  # samples that converge at different times
+    b[2] = 0
+    diagonal = 1 + torch.arange(50, dtype=torch.float64) / 50
+    matvec = lambda x: (A @ x.unsqueeze(-1)).squeeze(-1)  # noqa: E731
+    asked = []
+
+    def restrict(rows):
+        asked.append(rows.tolist())
+        part = A[rows]
+        return (lambda x: (part @ x.unsqueeze(-1)).squeeze(-1)), (lambda v: v / diagonal)
+
+    for restart in (60, 7):
+        x, info = gmres(matvec, lambda v: v / diagonal, b, rtol=1e-11, maxiter=500, restart=restart, restrict=restrict)
+        x_all, info_all = gmres(matvec, lambda v: v / diagonal, b, rtol=1e-11, maxiter=500, restart=restart)
+        assert torch.equal(info.iterations, info_all.iterations) and (info.code == int(ResultCode.CONVERGED)).all()
+        assert torch.allclose(x, x_all, atol=1e-12) and torch.allclose(x, torch.linalg.solve(A, b), atol=1e-8)
+    assert asked and all(len(rows) < 6 for rows in asked) and 2 not in asked[0]

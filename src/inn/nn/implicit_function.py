@@ -139,9 +139,10 @@ class ImplicitBackward(torch.autograd.Function):
                              "cuda_graph": opts.pop("backward_cuda_graph", layer.options.get("cuda_graph", False))}
                     if "cuda_graph_steps" in layer.options:
                         extra["cuda_graph_steps"] = layer.options["cuda_graph_steps"]
-                    if ctx.H is not None and compaction_pays(g.device, layer.options.get("compact", "auto")):
-                        H = ctx.H  # the sequences that go on, linearised again alone
-                        extra["select"] = lambda rows: lin.system.select(rows).linearize(H[rows])
+                if (method in ("anderson", "gmres") and ctx.H is not None
+                        and compaction_pays(g.device, layer.options.get("compact", "auto"))):
+                    H = ctx.H  # the sequences that go on, linearised again alone
+                    extra["select"] = lambda rows: lin.system.select(rows).linearize(H[rows])
                 start = getattr(layer, "adjoint_start", None)
                 if start is not None and start.shape == g.shape:
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf

@@ -514,12 +514,19 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
 
 
-def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 30, u0: Tensor | None = None):
+def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 30, u0: Tensor | None = None,
+                   select: Callable[[Tensor], Any] | None = None):
     """GMRES on (I - J^T) u = g, preconditioned on the right by the tridiagonal I - D^T (the
     same factorisation Anderson's step uses): :func:`inn.solvers.gmres.gmres`. Its iterations
-    are J^T products; each restart costs one more, for the true residual."""
+    are J^T products; each cycle costs one more, for the true residual. ``select``: ``rows ->
+    the linearisation of those sequences alone``; with it the sequences that are done leave the
+    batch (compaction, as the Anderson adjoint's)."""
+    def restrict(rows: Tensor):
+        sub = select(rows)
+        return (lambda V: V - sub.vjp(V)), copy_inverse(sub).solve
+
     u, info = gmres(lambda V: V - lin.vjp(V), copy_inverse(lin).solve, g, x0=u0, rtol=tol, maxiter=max_iter,
-                    restart=restart)
+                    restart=restart, restrict=restrict if select is not None else None)
     scale = batch_norm(g)
     res = torch.where(scale > 0, info.residual / scale.clamp_min(torch.finfo(g.dtype).tiny), torch.zeros_like(scale))
     return u, _adjoint_stats("gmres", info.iterations, torch.zeros_like(info.iterations), res, info.code, 1,
