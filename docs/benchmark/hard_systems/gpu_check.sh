@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layer's GPU measurements in one call of a lent GPU machine (about 5 of its 10 minutes):
-# the trained walks fixtures eager and through CUDA graphs (`gpu_profile.py`: wall ms a batch,
+# the trained walks fixtures eager and through CUDA graphs, each with the Anderson and the GMRES
+# adjoint (`gpu_profile.py`: wall ms a batch,
 # forward and adjoint iterations, kernel and graph launches, host syncs, the GPU's busy share,
 # beside a BiLSTM and a BiGRU of the same k), then the low-rank preconditioner's adjoint there
 # (`low_rank.py adjoint`), the lead a CPU could not pay for. From the repository root:

@@ -6,7 +6,9 @@ launch-bound cost (kernel launches, host syncs, kernel time against wall time).
 BATCHES fresh b = 0.5 training batches of 20 walks of N steps (seed 1) through the whole model
 with its token loss, forward and backward as the trainer runs them (``batch_costs``), once with
 the layer's eager Anderson solves and once with ``cuda_graph: True`` (forward and adjoint), the
-same batches, after a warm-up pass that captures the graphs. Per mode: wall ms per batch, forward
+same batches, after a warm-up pass that captures the graphs; then both again with the GMRES
+adjoint (``backward_solver: gmres``, eager), which halves the adjoint's iterations on trained
+systems. Per mode: wall ms per batch, forward
 and adjoint iterations, and from ``torch.profiler`` per batch the kernel launches
 (``cudaLaunchKernel`` and its kin), graph launches (``cudaGraphLaunch``), host syncs
 (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaMemcpy*`` to the host), and the
@@ -40,11 +42,15 @@ forward, backward = dict(model.rnn.options), dict(model.rnn.backward_options)
 LAUNCH = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 SYNC = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 out = sys.stdout.write
-modes = {"eager": {}, "graphed": {"cuda_graph": True}} if device.type == "cuda" else {"eager": {}}
+gmres = {"backward_solver": "gmres"}  # the GMRES adjoint (eager: it is not captured)
+modes = {"eager": ({}, {}), "graphed": ({"cuda_graph": True}, {}), "gmres": ({}, gmres),
+         "graphed+gmres": ({"cuda_graph": True}, gmres)}  # graphed forward, GMRES adjoint
+if device.type != "cuda":
+    modes = {name: mode for name, mode in modes.items() if "graphed" not in name}
 
-for mode, extra in modes.items():
+for mode, (extra, backward_extra) in modes.items():
     model.rnn.options = {**forward, **extra}
-    model.rnn.backward_options = backward
+    model.rnn.backward_options = {**backward, **backward_extra}
     for batch in batches:  # warm-up: allocator, kernels, and every graph captured once
         batch_costs(model, batch, "token", "wall")
     synchronize(device)
@@ -71,7 +77,7 @@ for mode, extra in modes.items():
         device_us += getattr(event, "self_device_time_total", 0.0) if not name.startswith("cuda") else 0.0
     fwd = sum(r["forward_mean"] for r in rows) / count
     adj = sum(r["adjoint_mean"] for r in rows) / count
-    out(f"{fixture} n = {n} {mode:8s} wall {wall * 1e3:7.1f} ms/batch, forward its {fwd:.1f}, adjoint its {adj:.1f}; "
+    out(f"{fixture} n = {n} {mode:13s} wall {wall * 1e3:7.1f} ms/batch, forward its {fwd:.1f}, adjoint its {adj:.1f}; "
         f"per batch: kernel launches {calls['launch'] / count:.0f}, graph launches {calls['graph'] / count:.0f}, "
         f"host syncs {calls['sync'] / count:.0f} (+{calls['memcpy_async'] / count:.0f} async copies), "
         f"GPU busy {device_us / 1e3 / count:.1f} ms ({100 * device_us / 1e6 / count / wall:.0f}% of wall)\n")
