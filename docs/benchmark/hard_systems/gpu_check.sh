@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layer's GPU measurements in one call of a lent GPU machine (about 5 of its 10 minutes):
+# The layer's GPU measurements in one call of a lent GPU machine (at most 9 of its 10 minutes: six steps of at most 90 s):
 # the trained walks fixtures eager and through CUDA graphs, each with the Anderson and the GMRES
 # adjoint (`gpu_profile.py`: wall ms a batch,
 # forward and adjoint iterations, kernel and graph launches, host syncs, the GPU's busy share,
@@ -15,7 +15,7 @@
 # and the epoch-23 fixture's homotopy batches run past a step's limit there).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-device=${DEVICE:-cuda} batches=${BATCHES:-10} lengths=${LENGTHS:-"20 40"} limit=${STEP_SECONDS:-150}
+device=${DEVICE:-cuda} batches=${BATCHES:-10} lengths=${LENGTHS:-"20 40"} limit=${STEP_SECONDS:-90}
 out=${OUT:-/tmp}/gpu_check.txt
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 here=docs/benchmark/hard_systems
