@@ -119,7 +119,8 @@ def _stretches(history: pd.DataFrame) -> str:
     frame = history.copy()
     for column in ("device", "commit"):
         frame[column] = frame[column].fillna(UNRECORDED).astype(str) if column in frame else UNRECORDED
-    threads = pd.to_numeric(frame["threads"], errors="coerce") if "threads" in frame else pd.Series(float("nan"), frame.index)
+    threads = (pd.to_numeric(frame["threads"], errors="coerce") if "threads" in frame
+               else pd.Series(float("nan"), frame.index))
     frame["device"] = [f"{device}, {int(count)} threads" if count > 1 else device
                        for device, count in zip(frame["device"], threads.fillna(1))]
     parts, start = [], 0
