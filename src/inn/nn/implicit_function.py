@@ -82,7 +82,7 @@ def check_backward_options(options: dict[str, Any]) -> None:
         raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
     if "backward_restart" in options and method != "gmres":
         raise InnError(f"backward solver {method!r} takes no backward_restart (only 'gmres' does)")
-    restart = options.get("backward_restart", 30)
+    restart = options.get("backward_restart", 1)
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
         raise InnError(f"backward_restart must be a positive integer, not {restart!r}")
     steps = options.get("backward_steps", 1)
@@ -132,8 +132,8 @@ class ImplicitBackward(torch.autograd.Function):
                 u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
             else:
                 extra = {}
-                if method == "gmres":
-                    extra = {"restart": opts.pop("backward_restart", 30)}
+                if method == "gmres" and "backward_restart" in opts:
+                    extra = {"restart": opts.pop("backward_restart")}
                 if method == "anderson":  # CUDA graphs: the forward's setting unless backward_cuda_graph says else
                     extra = {"low_precision": opts.pop("backward_low_precision", "auto"),
                              "cuda_graph": opts.pop("backward_cuda_graph", layer.options.get("cuda_graph", False))}

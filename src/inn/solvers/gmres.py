@@ -6,7 +6,7 @@ of ``A M^{-1}`` and returns ``x = M^{-1} y``. With the preconditioner on the rig
 it minimises is ``A x``'s own, so its test is the true residual's. Every sample has its own
 Arnoldi basis (classical Gram-Schmidt, done twice: float32 keeps the basis orthogonal), its own
 Givens rotations and its own convergence test; a sample that has converged stops changing while
-the others go on (the products still run on the whole batch). Where Anderson with memory m
+the others go on (with ``restrict``, finished samples leave the batch). Where Anderson with memory m
 keeps m differences, GMRES keeps the whole Krylov space up to ``restart`` vectors and is optimal
 in it: on systems whose preconditioned map has eigenvalues on every side of the unit circle it
 needs fewer products.
@@ -44,12 +44,12 @@ def gmres(
         rtol: sample i has converged when ``||b_i - A x_i|| <= rtol ||b_i||``.
         maxiter: Arnoldi products with A per solve, over all restarts; each cycle adds one
             product of the whole batch for its true residual.
+        restart: basis vectors kept before a restart (the true residual is formed then).
         restrict: ``rows -> (matvec, precondition)`` of the samples at ``rows`` (indices into
             the batch) alone. With it, whenever at most :data:`inn.solvers.anderson.COMPACT_AT`
             of the working samples still iterate, the finished ones take their result and the
             rest go on alone, each keeping its own basis: the same steps, at the cost of the
             samples that go on (compaction, as Anderson's).
-        restart: basis vectors kept before a restart (the true residual is formed then).
 
     Returns:
         ``(x, info)``: ``info.iterations`` counts each sample's products until it converged,
