@@ -52,6 +52,26 @@ def test_the_limit_is_reported_with_the_true_residual():
     assert (info.residual < torch.linalg.vector_norm(b, dim=1)).all()  # three products did reduce it
 
 
+def test_a_residual_at_round_off_stops_the_sample_not_the_batch():
+    # float32: sample 1 is nearly singular (an eigenvalue 1e-6 of A), so ||x|| ~ 1e6 ||b|| and its
+    # float32 residual b - A x is round-off of order 1e-7 * 1e6; GMRES's estimate meets tol anyway.
+    # Sample 0 is well conditioned and converges; sample 1 stops after two such cycles, not at maxiter.
+    g = torch.Generator().manual_seed(3)
+    N = 20
+    Q, _ = torch.linalg.qr(torch.randn(2, N, N, generator=g, dtype=torch.float64))
+    eigenvalues = torch.linspace(0.5, 1.5, N, dtype=torch.float64).repeat(2, 1)
+    eigenvalues[1, 0] = 1e-6
+    A = (Q @ torch.diag_embed(eigenvalues) @ Q.transpose(1, 2)).float()
+    b = torch.randn(2, N, generator=g)
+    x, info = gmres(lambda v: (A @ v.unsqueeze(-1)).squeeze(-1), lambda v: v, b, rtol=1e-4, maxiter=200, restart=30)
+    relative = info.residual / torch.linalg.vector_norm(b, dim=1)
+    assert info.code[0] == int(ResultCode.CONVERGED) and relative[0] <= 1e-4
+    assert info.code[1] == int(ResultCode.STALLED) and relative[1] > 1e-4
+    assert info.iterations[1] < 60  # two cycles of at most N products and a few, not the 200 allowed
+    exact = torch.linalg.solve(A[1].double(), b[1].double())
+    assert torch.linalg.vector_norm(x[1].double() - exact) / torch.linalg.vector_norm(exact) < 0.05  # near it
+
+
 def test_restart_is_gmres_only_and_positive():
     check_backward_options({"backward_solver": "gmres", "backward_restart": 10})
     with pytest.raises(InnError, match="takes no backward_restart"):

@@ -24,6 +24,13 @@ from inn.solvers.anderson import COMPACT_AT
 from inn.solvers.bicgstab import KrylovInfo
 
 
+#: cycles in a row whose residual estimate met tol while the true residual stayed above it, after
+#: which a sample stops (STALLED): its residual is at its precision's round-off, where more
+#: restarts of a product or two only move it at random (float32 adjoints of nearly singular
+#: systems; the layer's float64 fallback then solves them again)
+FLOOR_CYCLES = 2
+
+
 def gmres(
     matvec: Callable[[Tensor], Tensor],
     precondition: Callable[[Tensor], Tensor],
@@ -52,9 +59,10 @@ def gmres(
             samples that go on (compaction, as Anderson's).
 
     Returns:
-        ``(x, info)``: ``info.iterations`` counts each sample's products until it converged,
-        ``info.residual`` is ``||b - A x||`` from a final true product, ``info.code``
-        CONVERGED, MAX_ITERATIONS or NONFINITE.
+        ``(x, info)``: ``info.iterations`` counts each sample's products until it converged or
+        stopped, ``info.residual`` is ``||b - A x||`` from a final true product, ``info.code``
+        CONVERGED, MAX_ITERATIONS, STALLED (:data:`FLOOR_CYCLES` cycles in a row ended with the
+        estimate at tol and the true residual above it) or NONFINITE.
     """
     B, dtype, device = b.shape[0], b.dtype, b.device
     tiny = torch.finfo(dtype).tiny
@@ -65,15 +73,19 @@ def gmres(
     arnoldi = 0
     iterations = torch.zeros(B, dtype=torch.int64, device=device)
     done = batch_norm(r) <= rtol * scale
+    floored = torch.zeros(B, dtype=torch.int64, device=device)  # cycles in a row that ended on the floor
+    stalled = torch.zeros(B, dtype=torch.bool, device=device)
     everyone = torch.arange(B, device=device)
-    while arnoldi < maxiter and not bool(done.all()):
+    while arnoldi < maxiter and not bool((done | stalled).all()):
         m = min(restart, maxiter - arnoldi)
         rows, mv, pc = everyone, matvec, precondition
-        going = (~done).nonzero().flatten()
+        going = (~(done | stalled)).nonzero().flatten()
+        started = torch.zeros(B, dtype=torch.bool, device=device)
+        started[going] = True
         if restrict is not None and going.numel() <= COMPACT_AT * B:
             rows = going
             mv, pc = restrict(rows)
-        cycle = _Cycle(r[rows], scale[rows], ~done[rows], m)
+        cycle = _Cycle(r[rows], scale[rows], started[rows], m)
         for j in range(m):
             w = mv(pc(cycle.V[:, j].view_as(r[rows]))).reshape(rows.numel(), -1)
             products += 1
@@ -90,11 +102,18 @@ def gmres(
                 rows = rows[keep]
                 mv, pc = restrict(rows)
         x[rows] += pc(cycle.update(j + 1).view_as(r[rows]))
+        ran_out = torch.zeros(B, dtype=torch.bool, device=device)
+        ran_out[rows[cycle.active]] = True  # still above tol by its estimate when the cycle ended
         r = b - matvec(x)
         products += 1
         done = done | (batch_norm(r) <= rtol * scale)
+        # the estimate met tol and the true residual did not: round-off, not the Krylov space
+        floor = started & ~ran_out & ~done
+        floored = torch.where(floor, floored + 1, torch.where(started, 0, floored))
+        stalled = stalled | (floored >= FLOOR_CYCLES)
     residual = batch_norm(r)
     code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=device)
+    code = torch.where(stalled, int(ResultCode.STALLED), code)
     code = torch.where(residual <= rtol * scale, int(ResultCode.CONVERGED), code)
     code = torch.where(torch.isfinite(residual), code, int(ResultCode.NONFINITE))
     return x, KrylovInfo(iterations=iterations, residual=residual, code=code, matvecs=products)
