@@ -69,6 +69,8 @@ METHODS: dict[str, tuple[str, dict]] = {
     # forward and adjoint solves in captured CUDA graphs, one host sync per chunk of steps
     # (inn.solvers.cuda_graph): CUDA only, against "anderson" of the same run
     "anderson_graph": ("anderson", {"cuda_graph": True}),
+    # Anderson's forward with the GMRES adjoint (the same tridiagonal preconditioner)
+    "anderson_gmres": ("anderson", {"backward_solver": "gmres"}),
     "fixed_point": ("fixed_point", {}),
     # the implicit LSTM (inn.nn.ImplicitLSTM) with the workflow's default solver, fresh weights
     "implicit_lstm": ("anderson", {}),
