@@ -437,3 +437,25 @@ def test_a_run_on_the_first_sentences_treats_the_rest_as_unseen(tmp_path, pos_di
     metrics, _ = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", device="cpu")
     test_words = [w.lower() for s in read_split(pos_dir, "test") for w, _ in s]
     assert metrics["unseen_tokens"] == sum(w not in trained for w in test_words)
+
+
+def test_a_slow_anderson_adjoint_gets_the_gmres_hint_once(tmp_path, walk_dir, caplog, monkeypatch):
+    import inn.experiment.train as training
+
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
+    anderson = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-4}}
+    with caplog.at_level("INFO", logger="inn.experiment.train"):
+        history = train("walks", walk_dir, "inn", tmp_path / "easy", cfg, anderson, device="cpu")
+    assert (history.backward_iters < training.GMRES_PAYS_FROM).all()  # tiny systems: no hint
+    assert not [r for r in caplog.records if "GMRES adjoint" in r.getMessage()]
+    assert "adjoint" in next(r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch 1: train"))
+
+    monkeypatch.setattr(training, "GMRES_PAYS_FROM", 0)  # every adjoint counts as slow
+    for name, options in (("anderson", anderson),
+                          ("gmres", {**anderson, "solver_options": {"tol": 1e-4, "backward_solver": "gmres"}})):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="inn.experiment.train"):
+            train("walks", walk_dir, "inn", tmp_path / name, cfg, options, device="cpu")
+        hints = [r.getMessage() for r in caplog.records if "GMRES adjoint" in r.getMessage()]
+        assert len(hints) == (1 if name == "anderson" else 0)  # once a stretch, and not to a GMRES run
+        assert all("{backward_solver: gmres}" in hint and "in epoch 1" in hint for hint in hints)

@@ -437,6 +437,18 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     return None
 
 
+#: mean adjoint iterations a batch past which the GMRES adjoint pays on a CPU (docs/decisions.md:
+#: half the iterations and 13-18% less adjoint time from 30 on; slower near 20 at k = 448)
+GMRES_PAYS_FROM = 30
+
+
+def _gmres_would_pay(layer, row: dict, device: torch.device) -> bool:
+    """Whether an epoch's exact adjoint, solved by the default Anderson on a CPU, took enough
+    iterations a batch for the GMRES adjoint to be the cheaper choice."""
+    solver = layer.backward_options.get("backward_solver", "anderson")
+    return device.type == "cpu" and solver == "anderson" and row.get("backward_iters", 0) > GMRES_PAYS_FROM
+
+
 def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
     """The best epoch's state (``best.pt``) that a finished run turns into ``checkpoint.pt``,
     read as data only. One that cannot be read stops the run with one line: the best epoch's
@@ -583,6 +595,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
 
     untrained = _never_trained(data, model)
     epochs_run = 0
+    hinted = False  # the GMRES adjoint's hint, once a stretch
     while not _finished(state, cfg):
         if stop_after is not None and epochs_run >= stop_after:
             log.info("stopping after %d epoch(s) in this call; %s resumes", epochs_run, last_path)
@@ -619,7 +632,12 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
                  row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
                  "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov {row['krylov_iters']:.1f},"
-                 f" nonconverged {row['nonconverged']}")
+                 f" adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}")
+        if model_cfg.implicit and not hinted and _gmres_would_pay(model.rnn, row, dev_):
+            hinted = True
+            log.info("the adjoint took %.1f iterations a batch in epoch %d: on such systems the GMRES adjoint "
+                     "(solver options {backward_solver: gmres}, for a new run) takes about half as many and less "
+                     "time on a CPU (docs/implicit-layer.md, Hard systems)", row["backward_iters"], epoch)
         if model_cfg.implicit and row["nonconverged"]:
             log.warning("epoch %d: %d sequence solve(s) did not converge (max residual %.3g)", epoch,
                         row["nonconverged"], row["residual"])
