@@ -108,6 +108,31 @@ def test_inn_runs_lists_unfinished_and_finished_runs(tmp_path, walks, capsys):
     assert "| walks | b0.5 | inn | 1 | unfinished | 1 |" in shown
 
 
+def test_a_state_over_the_size_limit_stays_and_its_history_travels(tmp_path, walks, capsys):
+    import json
+    import socket
+
+    here, kept = tmp_path / "here" / "results", tmp_path / "kept"
+    train("walks", walks, "bilstm-h8", _run(here, "bilstm-h8"), _cfg(), device="cpu", stop_after=1)
+    save_states([here], kept)  # first within any limit: its state travels
+    target = kept / _run(here, "bilstm-h8").relative_to(here)
+    assert (target / "last.pt").is_file() and (target / "best.pt").is_file()
+    runs.main([str(here), "--keep-states", str(kept), "--max-state-mb", "0.001"])  # then over it
+    assert not (target / "last.pt").exists() and not (target / "best.pt").exists()
+    record = json.loads((target / runs.ELSEWHERE).read_text())
+    assert record["host"] == socket.gethostname() and record["path"] == str((_run(here, "bilstm-h8") / "last.pt").resolve())
+    assert record["epoch"] == 1 and record["training"]["patience"] == 5
+    assert read_tsv(target / "history.tsv")["epoch"].tolist() == [1]
+    row = list_runs([kept]).iloc[0]
+    assert row["status"] == "stopped" and row["epochs"] == 1
+    assert row["ended_by"] == f"stopped (its state on {record['host']}: {record['path']}), 0 of 5 epochs without a better dev"
+    save_states([here], kept)  # no limit again: the state replaces the record
+    assert (target / "last.pt").is_file() and not (target / runs.ELSEWHERE).exists()
+    assert list_runs([kept]).iloc[0]["status"] == "unfinished"
+    with pytest.raises(InnError, match="--max-state-mb goes with --keep-states"):
+        runs.main([str(here), "--max-state-mb", "10"])
+
+
 def test_kept_state_resumes_on_another_machine(tmp_path, walks, caplog):
     """A kept state (no warm starts) copied into a fresh results folder resumes after its epoch."""
     here, kept, there = tmp_path / "here" / "results", tmp_path / "kept", tmp_path / "there" / "results"

@@ -180,11 +180,31 @@ def _metrics(path: Path) -> dict[str, Any] | None:
         return None
 
 
+#: what ``--keep-states`` writes in place of a state too large to carry (``--max-state-mb``)
+ELSEWHERE = "state_elsewhere.json"
+
+
+def _elsewhere(folder: Path) -> dict[str, Any] | None:
+    """The record of a kept run whose state stayed on its machine, or None."""
+    import json
+
+    path = folder / ELSEWHERE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("%s cannot be read (%s): the run is listed without it", path, exc)
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def _run_row(results: Path, folder: Path) -> dict[str, Any]:
     """One run's row from its training folder and, where it exists, its evaluation."""
     task, dataset, model, seed = folder.relative_to(results / "train").parts
     last = folder / "last.pt"
     state = _read_state(last) if last.is_file() else None
+    elsewhere = _elsewhere(folder) if state is None else None
     history = pd.DataFrame((state or {}).get("train_state", {}).get("history") or [])
     if (folder / "history.tsv").is_file():
         written = read_tsv(folder / "history.tsv")
@@ -211,7 +231,12 @@ def _run_row(results: Path, folder: Path) -> dict[str, Any]:
         commits = [state["meta"]["commit"]]
     if status == FINISHED and state is None:
         state = _read_state(folder / "checkpoint.pt")  # its settings say what the run's limits were
-    training = (metrics or {}).get("training") or ((state or {}).get("settings") or {}).get("training") or {}
+    training = ((metrics or {}).get("training") or ((state or {}).get("settings") or {}).get("training")
+                or (elsewhere or {}).get("training") or {})
+    ended_by = _ended_by(status, history, best_epoch, training)
+    if status == STOPPED and elsewhere is not None:
+        where = f"its state on {elsewhere.get('host', '?')}: {elsewhere.get('path', '?')}"
+        ended_by = ended_by.replace("no resume state", where)
     return {
         "task": task, "dataset": dataset, "model": model, "seed": int(seed.removeprefix("seed")),
         "status": status,
@@ -219,7 +244,7 @@ def _run_row(results: Path, folder: Path) -> dict[str, Any]:
         "max_epochs": training.get("max_epochs"),
         "best_epoch": (metrics or {}).get("best_epoch", best_epoch),
         "best_dev": None if best is None else round(float(best), 6),
-        "ended_by": _ended_by(status, history, best_epoch, training),
+        "ended_by": ended_by,
         "test": None if metrics is None else round(float(metrics[metrics["metric"]]), 4),
         "hours": round(float(history["seconds"].sum()) / 3600, 2) if len(history) else 0.0,
         "epochs_by_device": _stretches(history),
@@ -297,7 +322,8 @@ def _first_line(path: Path) -> str:
         return handle.readline()
 
 
-def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> list[Path]:
+def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike,
+                max_state_mb: float | None = None) -> list[Path]:
     """Copy every unfinished run's resume state below the results ``folders`` into ``dest``,
     in the same ``train/<task>/<dataset>/<model>/seed<N>/`` layout, so that a folder kept in
     git carries the runs to the next machine: ``last.pt`` without its warm starts, ``best.pt``,
@@ -307,12 +333,18 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     is resumed there by copying its folder back into a results folder and running the same
     command (``inn train`` resumes from ``last.pt``).
 
+    ``max_state_mb``: a run whose state without warm starts (``last.pt`` and ``best.pt``) is
+    larger keeps only its history and logs there, and :data:`ELSEWHERE`, which names this
+    machine, the state's path and the run's training settings: ``inn runs`` then lists it as
+    stopped, its state on that machine (a new machine starts it again).
+
     Returns:
         The run folders written.
     """
     import shutil
+    import socket
 
-    from inn.io import torch_save
+    from inn.io import torch_save, write_json
 
     written = []
     for given in folders:
@@ -323,8 +355,21 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
                 raise InnError(f"{last} cannot be read as a resume state; nothing of it is kept in {dest}")
             target = Path(dest) / last.parent.relative_to(results)
             target.mkdir(parents=True, exist_ok=True)
-            torch_save({k: v for k, v in state.items() if k not in WARM_KEYS}, target / "last.pt")
-            if (last.parent / "best.pt").is_file():
+            kept = {k: v for k, v in state.items() if k not in WARM_KEYS}
+            size = _state_mb(kept, last.parent / "best.pt")
+            if max_state_mb is not None and size > max_state_mb:
+                for stale in ("last.pt", "best.pt"):  # an earlier, smaller keep of the same run
+                    (target / stale).unlink(missing_ok=True)
+                record = {"host": socket.gethostname(), "path": str(last.resolve()),
+                          "epoch": state["train_state"]["epoch"],
+                          "training": (state.get("settings") or {}).get("training") or {}}
+                write_json(target / ELSEWHERE, record)
+                log.warning("%s: its state (%.0f MB) is over --max-state-mb %g; only its history and logs are kept in "
+                            "%s", last, size, max_state_mb, target)
+            else:
+                (target / ELSEWHERE).unlink(missing_ok=True)
+                torch_save(kept, target / "last.pt")
+            if (target / "last.pt").is_file() and (last.parent / "best.pt").is_file():
                 best = _read_state(last.parent / "best.pt")
                 if best is None:
                     raise InnError(f"{last.parent / 'best.pt'} cannot be read as a state; nothing of it is kept in "
@@ -342,6 +387,27 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike) -> li
     return written
 
 
+def _state_mb(state: dict[str, Any], best: Path) -> float:
+    """Megabytes of a kept state (its tensors) and of ``best.pt`` beside it."""
+    import torch
+
+    tensors = (v for v in _leaves(state) if isinstance(v, torch.Tensor))
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    return (size + (best.stat().st_size if best.is_file() else 0)) / 1e6
+
+
+def _leaves(value: Any):
+    """Every leaf of nested dicts, lists and tuples."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
 def main(argv: list[str]) -> None:
     """``inn runs``: list every run below results folders, with its state, epochs and provenance."""
     parser = argparse.ArgumentParser(prog="inn runs", description=list_runs.__doc__)
@@ -350,9 +416,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--keep-states", metavar="DEST",
                         help="also copy every unfinished run's resume state (without warm starts), best.pt, history "
                              "and logs into DEST, to carry the runs to another machine (see save_states)")
+    parser.add_argument("--max-state-mb", type=float, metavar="MB",
+                        help="with --keep-states: a run whose state is larger keeps only its history, logs and where "
+                             "its state is (this machine and path)")
     args = parser.parse_args(argv)
+    if args.max_state_mb is not None and not args.keep_states:
+        raise InnError("--max-state-mb goes with --keep-states DEST")
     if args.keep_states:
-        save_states(args.results, args.keep_states)
+        save_states(args.results, args.keep_states, args.max_state_mb)
     table = list_runs(args.results)
     if args.out:
         write_tsv(args.out, table)
