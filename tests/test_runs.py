@@ -120,12 +120,14 @@ def test_a_state_over_the_size_limit_stays_and_its_history_travels(tmp_path, wal
     runs.main([str(here), "--keep-states", str(kept), "--max-state-mb", "0.001"])  # then over it
     assert not (target / "last.pt").exists() and not (target / "best.pt").exists()
     record = json.loads((target / runs.ELSEWHERE).read_text())
-    assert record["host"] == socket.gethostname() and record["path"] == str((_run(here, "bilstm-h8") / "last.pt").resolve())
+    state_path = str((_run(here, "bilstm-h8") / "last.pt").resolve())
+    assert record["host"] == socket.gethostname() and record["path"] == state_path
     assert record["epoch"] == 1 and record["training"]["patience"] == 5
     assert read_tsv(target / "history.tsv")["epoch"].tolist() == [1]
     row = list_runs([kept]).iloc[0]
     assert row["status"] == "stopped" and row["epochs"] == 1
-    assert row["ended_by"] == f"stopped (its state on {record['host']}: {record['path']}), 0 of 5 epochs without a better dev"
+    assert row["ended_by"] == (f"stopped (its state on {record['host']}: {state_path}), "
+                               "0 of 5 epochs without a better dev")
     save_states([here], kept)  # no limit again: the state replaces the record
     assert (target / "last.pt").is_file() and not (target / runs.ELSEWHERE).exists()
     assert list_runs([kept]).iloc[0]["status"] == "unfinished"

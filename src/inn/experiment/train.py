@@ -631,8 +631,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         metric = "dev_accuracy" if task == "pos" else "dev_error"
         log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
                  row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
-                 "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov {row['krylov_iters']:.1f},"
-                 f" adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}")
+                 "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov "
+                 f"{row['krylov_iters']:.1f}, adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}")
         if model_cfg.implicit and not hinted and _gmres_would_pay(model.rnn, row, dev_):
             hinted = True
             log.info("the adjoint took %.1f iterations a batch in epoch %d: on such systems the GMRES adjoint "

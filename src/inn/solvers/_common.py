@@ -25,7 +25,9 @@ class ResultCode(enum.IntEnum):
     BREAKDOWN = 2  #: a Krylov scalar vanished (rho, <r0, v> or <t, t>): cannot continue
     NONFINITE = 3  #: NaN or Inf appeared in the iterate or the residual
     DIVERGED = 4  #: the residual grew past ``divergence_factor`` times its start (Anderson: after its first step)
-    STALLED = 5  #: no progress: the line search found no step that decreases the residual, or (GMRES) the residual sits at round-off
+    #: no progress: the line search found no step that decreases the residual, or (GMRES) the
+    #: residual sits at round-off
+    STALLED = 5
     OUT_OF_BOUNDS = 6  #: met tol outside the box every fixed point lies in: not a solution
 
 
