@@ -326,3 +326,17 @@ def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_pat
     (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert int(row["hidden"]) == 200 and int(row["batch"]) == 20
     assert float(row["forward_mean"]) > 10 and float(row["adjoint_mean"]) > 5
+
+
+def test_fixture_batches_give_the_trained_walks_model_fresh_full_length_walks():
+    from pathlib import Path
+
+    from inn.experiment.breakdown import fixture_batches
+
+    fixture = Path(__file__).parent / "fixtures" / "walks_b05_inn_epoch5.pt"
+    model, meta, batches = fixture_batches(str(fixture), 7, 3)
+    assert model.training and meta["dataset"] == "b0.5" and len(batches) == 3
+    assert all(batch["mask"].shape == (20, 7) and bool(batch["mask"].all()) for batch in batches)
+    assert not torch.equal(batches[0]["x"], batches[1]["x"])  # a new seed each batch
+    _, _, again = fixture_batches(str(fixture), 7, 3)
+    assert all(torch.equal(a["x"], b["x"]) for a, b in zip(batches, again))  # and the same ones each time

@@ -16,16 +16,12 @@ import sys
 
 import torch
 
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 
 gmres_module = importlib.import_module("inn.solvers.gmres")  # inn.solvers.gmres is the function
 torch.set_num_threads(1)
 fixture, n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-model, meta = load_checkpoint(fixture, device=torch.device("cpu"))
-model.train()
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(fixture, n, count)
 base = dict(model.rnn.backward_options)
 batch_costs(model, batches[0], "token")  # warm-up
 settings = [("anderson", {}, gmres_module.FLOOR_CYCLES),

@@ -15,8 +15,7 @@ import sys
 import torch
 
 import inn.solvers as solvers
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 from inn.solvers._common import batch_norm
 
 gmres_module = importlib.import_module("inn.solvers.gmres")  # inn.solvers.gmres is the function
@@ -49,11 +48,8 @@ def traced(matvec, precondition, b, x0=None, rtol=1e-5, maxiter=200, restart=30,
 
 solvers.gmres = traced  # what the layer's backward_solver "gmres" calls
 torch.set_num_threads(1)
-model, meta = load_checkpoint("tests/fixtures/walks_b05_inn_epoch5.pt", device=torch.device("cpu"))
-model.train()
 n, count = int(sys.argv[1]), int(sys.argv[2])
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches("tests/fixtures/walks_b05_inn_epoch5.pt", n, count)
 model.rnn.backward_options = {**model.rnn.backward_options, "backward_solver": "gmres"}
 for batch in batches:
     batch_costs(model, batch, "token")

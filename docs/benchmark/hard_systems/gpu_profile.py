@@ -24,9 +24,8 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from inn.checkpoints import load_checkpoint
 from inn.experiment.benchmark import _baseline_closures
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 from inn.experiment.timing import synchronize
 
 fixture, n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -34,10 +33,7 @@ device = torch.device(sys.argv[4] if len(sys.argv) > 4 else "cuda")
 if device.type == "cpu":
     torch.set_num_threads(1)  # the check on a shared CPU: one thread, as every CPU figure here
 torch.manual_seed(1)
-model, meta = load_checkpoint(fixture, device=device)
-model.train()
-make = training_batches(model, meta, None, 20, 1)
-batches = [{key: value.to(device) for key, value in make(n).items()} for _ in range(count)]
+model, meta, batches = fixture_batches(fixture, n, count, device)
 forward, backward = dict(model.rnn.options), dict(model.rnn.backward_options)
 LAUNCH = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 SYNC = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")

@@ -23,8 +23,7 @@ import warnings
 
 import torch
 
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import training_batches
+from inn.experiment.breakdown import fixture_batches
 from inn.experiment.train import token_losses
 from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
 from inn.solvers import ConvergenceWarning, check_options
@@ -32,10 +31,7 @@ from inn.solvers import ConvergenceWarning, check_options
 torch.set_num_threads(1)
 warnings.simplefilter("ignore", ConvergenceWarning)
 path, n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-model, meta = load_checkpoint(path, device=torch.device("cpu"))
-model.train()
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(path, n, count)
 
 
 def gradient(net, batch: dict) -> tuple[torch.Tensor, bool]:

@@ -19,17 +19,13 @@ import warnings
 import torch
 
 import inn.solvers as solvers
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 from inn.solvers import ConvergenceWarning
 
 warnings.simplefilter("ignore", ConvergenceWarning)
 torch.set_num_threads(1)
 path, n, count, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-model, meta = load_checkpoint(path, device=torch.device("cpu"))
-model.train()
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(path, n, count)
 forward, adjoint = dict(model.rnn.options), solvers.ADJOINT_SOLVERS["anderson"]
 batch_costs(model, batches[0], "token")  # warm-up
 lines = {}

@@ -22,8 +22,7 @@ import sys
 
 import torch
 
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 from inn.solvers import SolverSpec, register_solver
 from inn.solvers._newton import newton_loop
 from inn.solvers.gmres import gmres
@@ -48,11 +47,8 @@ register_solver(SolverSpec("newton_gmres", newton_gmres, (), max_iter=40, candid
                            doc="Newton with tridiagonal-preconditioned GMRES (a measurement)"))
 torch.set_num_threads(1)
 fixture = os.environ.get("FIXTURE", "tests/fixtures/walks_b05_inn_seed3_epoch23.pt")
-model, meta = load_checkpoint(fixture, device=torch.device("cpu"))
-model.train()
 n, count = int(sys.argv[1]), int(sys.argv[2])
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(fixture, n, count)
 tol = model.rnn.options["tol"]
 batch_costs(model, batches[0], "token")  # warm-up
 for solver, options in (("anderson", dict(model.rnn.options)), ("newton_gmres", {"tol": tol}),

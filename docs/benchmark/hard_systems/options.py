@@ -17,18 +17,14 @@ import sys
 
 import torch
 
-from inn.checkpoints import load_checkpoint
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
 from inn.solvers import check_options
 
 torch.set_num_threads(1)
 fixture = os.environ.get("FIXTURE", "tests/fixtures/walks_b05_inn_epoch5.pt")  # the epoch-5 one by default
-model, meta = load_checkpoint(fixture, device=torch.device("cpu"))
-model.train()
 n, count = int(sys.argv[1]), int(sys.argv[2])
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(fixture, n, count)
 forward, backward = dict(model.rnn.options), dict(model.rnn.backward_options)
 batch_costs(model, batches[0], "token")  # warm-up
 for arg in sys.argv[3:]:

@@ -27,16 +27,12 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from inn.checkpoints import load_checkpoint
 from inn.experiment.benchmark import _baseline_closures
-from inn.experiment.breakdown import batch_costs, training_batches
+from inn.experiment.breakdown import batch_costs, fixture_batches
 
 torch.set_num_threads(1)
 fixture, n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-model, meta = load_checkpoint(fixture, device=torch.device("cpu"))
-model.train()
-make = training_batches(model, meta, None, 20, 1)
-batches = [make(n) for _ in range(count)]
+model, meta, batches = fixture_batches(fixture, n, count)
 batch_costs(model, batches[0], "token")  # warm-up
 
 rows = [batch_costs(model, batch, "token") for batch in batches]

@@ -108,6 +108,21 @@ class _Clock:
         return timed
 
 
+def fixture_batches(path: str, n: int, count: int,
+                    device: str | torch.device = "cpu") -> tuple[Any, dict, list[dict]]:
+    """A trained walks model read from ``path`` on ``device``, in training mode, and ``count``
+    fresh training batches of 20 walks of exactly n steps (seed 1 on, on the device): what the
+    hard-systems measurements in docs/benchmark/hard_systems feed a checkpoint.
+    Returns ``(model, meta, batches)``."""
+    from inn.checkpoints import load_checkpoint
+
+    model, meta = load_checkpoint(path, device=torch.device(device))
+    model.train()
+    make = training_batches(model, meta, None, 20, 1)
+    batches = [{key: value.to(device) for key, value in make(n).items()} for _ in range(count)]
+    return model, meta, batches
+
+
 def training_batches(model, meta: dict, data: str | None, batch_size: int, seed: int) -> Callable[[int], dict]:
     """``n -> batch``: a collated training batch of ``batch_size`` sequences of exactly n
     positions with their gold labels (walks: fresh walks with the model's b, a new seed each
