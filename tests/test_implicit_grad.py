@@ -236,3 +236,41 @@ def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
     got = [x.grad] + [p.grad for p in layer.parameters()]
     for a, b in zip(got, want):
         assert float((a.double() - b).norm()) <= 1e-4 * float(b.norm()) + 1e-6
+
+
+def test_auto_adjoint_turns_to_gmres_once_a_cpu_layers_adjoints_are_slow(monkeypatch, caplog):
+    """``backward_solver="auto"`` (the default): Anderson while the layer's adjoints are cheap;
+    once a full window of them averages past the mark, GMRES for the rest of the layer's life,
+    with one log line; the gradients stay the direct solve's either way. Off a CPU, Anderson."""
+    import inn.nn.implicit_function as implicit_function
+
+    layer = make_layer(scale=1.5, tol=1e-12, backward_tol=1e-11, backward_max_iter=2000)
+    assert layer.backward_options.get("backward_solver", "auto") == "auto"
+    ref_layer = make_layer(scale=1.5, tol=1e-12, backward_solver="direct")
+    ref_layer.load_state_dict(layer.state_dict())
+
+    def gradients(lay, xi, mask):
+        x = xi.clone().requires_grad_(True)
+        lay.zero_grad()
+        lay(x, mask).pow(2).sum().backward()
+        return torch.cat([x.grad.flatten()] + [p.grad.flatten() for p in lay.parameters()])
+
+    def passes(count):
+        used = []
+        for seed in range(count):
+            torch.manual_seed(seed)
+            xi, mask = make_batch(B=3, n=6, lengths=[6, 2, 4])
+            got, want = gradients(layer, xi, mask), gradients(ref_layer, xi, mask)
+            assert torch.allclose(got, want, atol=1e-8)
+            used.append(layer.last_adjoint_solver)
+        return used
+
+    assert passes(3) == ["anderson"] * 3  # these small systems take far fewer than 30 iterations
+    monkeypatch.setattr(implicit_function, "GMRES_PAYS_FROM", 0)  # every adjoint counts as slow
+    monkeypatch.setattr(implicit_function, "AUTO_WINDOW", 2)
+    layer.adjoint_recent = None  # the window's length changed: start it again
+    with caplog.at_level("INFO", logger="inn.nn.implicit_function"):
+        assert passes(4) == ["anderson", "anderson", "gmres", "gmres"]
+    assert len([r for r in caplog.records if "GMRES from here on" in r.getMessage()]) == 1
+    assert implicit_function.auto_adjoint(layer, torch.device("cuda")) == "anderson"
+    assert implicit_function.auto_adjoint(make_layer(), torch.device("cpu")) == "anderson"  # a layer made afresh

@@ -76,8 +76,8 @@ def test_every_pos_model_learns(tmp_path, pos_dir, name):
 
 def test_solver_tally_bins_iterations_and_counts_limit_hits():
     """The history row's iteration histograms (<= 10, 11-20, 21-40, 41-80, 81-160, > 160) and the
-    sequences that stopped at their iteration limit, forward and adjoint, and the forward solves
-    handed to the homotopy, summed over batches."""
+    sequences that stopped at their iteration limit, forward and adjoint, the forward solves
+    handed to the homotopy and the adjoints GMRES solved, summed over batches."""
     from types import SimpleNamespace
 
     from inn.experiment.train import SolverTally
@@ -91,10 +91,12 @@ def test_solver_tally_bins_iterations_and_counts_limit_hits():
 
     limit = int(ResultCode.MAX_ITERATIONS)
     tally = SolverTally()
-    for _ in range(2):
+    for adjoint in ("anderson", "gmres"):
         tally.add(SimpleNamespace(last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit], {"fallback": 2, "homotopy": 1}),
-                                  last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)])))
+                                  last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)]),
+                                  last_adjoint_solver=adjoint))
     row = tally.row()
+    assert row["backward_gmres"] == 1  # batches whose adjoint GMRES solved
     assert (row["newton_hist"], row["newton_limit"], row["homotopy"]) == ("4/2/0/0/0/2", 2, 2)
     assert (row["backward_hist"], row["backward_limit"], row["backward_nonconverged"]) == ("0/0/0/2/2/4", 2, 4)
 
@@ -439,23 +441,24 @@ def test_a_run_on_the_first_sentences_treats_the_rest_as_unseen(tmp_path, pos_di
     assert metrics["unseen_tokens"] == sum(w not in trained for w in test_words)
 
 
-def test_a_slow_anderson_adjoint_gets_the_gmres_hint_once(tmp_path, walk_dir, caplog, monkeypatch):
-    import inn.experiment.train as training
+def test_training_turns_a_slow_adjoint_to_gmres_and_says_so(tmp_path, walk_dir, caplog, monkeypatch):
+    """The default adjoint (``auto``) stays Anderson on easy systems; where it averages past the
+    mark, the rest of the run's adjoints are GMRES's: the history counts their batches, and the
+    log says when the switch came."""
+    import inn.nn.implicit_function as implicit_function
 
-    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
-    anderson = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-4}}
-    with caplog.at_level("INFO", logger="inn.experiment.train"):
-        history = train("walks", walk_dir, "inn", tmp_path / "easy", cfg, anderson, device="cpu")
-    assert (history.backward_iters < training.GMRES_PAYS_FROM).all()  # tiny systems: no hint
-    assert not [r for r in caplog.records if "GMRES adjoint" in r.getMessage()]
-    assert "adjoint" in next(r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch 1: train"))
+    cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)  # 60 training walks: 3 batches an epoch
+    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-4}}
+    with caplog.at_level("INFO", logger="inn"):
+        history = train("walks", walk_dir, "inn", tmp_path / "easy", cfg, options, device="cpu")
+    assert (history.backward_iters < implicit_function.GMRES_PAYS_FROM).all()  # tiny systems
+    assert history.backward_gmres.tolist() == [0, 0]
+    assert not [r for r in caplog.records if "GMRES from here on" in r.getMessage()]
 
-    monkeypatch.setattr(training, "GMRES_PAYS_FROM", 0)  # every adjoint counts as slow
-    for name, options in (("anderson", anderson),
-                          ("gmres", {**anderson, "solver_options": {"tol": 1e-4, "backward_solver": "gmres"}})):
-        caplog.clear()
-        with caplog.at_level("INFO", logger="inn.experiment.train"):
-            train("walks", walk_dir, "inn", tmp_path / name, cfg, options, device="cpu")
-        hints = [r.getMessage() for r in caplog.records if "GMRES adjoint" in r.getMessage()]
-        assert len(hints) == (1 if name == "anderson" else 0)  # once a stretch, and not to a GMRES run
-        assert all("{backward_solver: gmres}" in hint and "in epoch 1" in hint for hint in hints)
+    monkeypatch.setattr(implicit_function, "GMRES_PAYS_FROM", 0)  # every adjoint counts as slow
+    monkeypatch.setattr(implicit_function, "AUTO_WINDOW", 2)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="inn"):
+        history = train("walks", walk_dir, "inn", tmp_path / "slow", cfg, options, device="cpu")
+    assert history.backward_gmres.tolist() == [1, 3]
+    assert len([r for r in caplog.records if "GMRES from here on" in r.getMessage()]) == 1

@@ -15,7 +15,9 @@ MODE: ``none`` (no fallback, forward or adjoint, no compaction: the solver as th
 (the defaults, and Jacobian regularisation of weight W from epoch 6 on: it changes the model),
 ``warmadjoint`` (the defaults, and each adjoint started from the same walks' adjoint of the
 epoch before where that start is the closer one, ``warm_start_adjoint``), ``memoryM`` (the
-defaults with the forward Anderson's memory M), ``gmres`` (the defaults with the GMRES adjoint).
+defaults with the forward Anderson's memory M), ``gmres`` / ``anderson`` (the defaults with
+that adjoint throughout; the default, ``auto``, turns from Anderson to GMRES once a layer's
+adjoints average over 30 iterations).
 
 The walks folder is the workflow's ``results/data/walks/b0.5`` of ``config/paper_walks.yaml``
 (fingerprint 14a89a4e4e15692f, the state's). MAX_TRAIN / MAX_DEV: the first walks of each
@@ -45,8 +47,8 @@ if fallback == "warmadjoint":
     state["settings"]["training"].update(warm_start_adjoint=True)
 elif fallback.startswith("memory"):
     options.update(memory=int(fallback.removeprefix("memory")))
-elif fallback == "gmres":
-    options.update(backward_solver="gmres")
+elif fallback in ("gmres", "anderson"):
+    options.update(backward_solver=fallback)
 elif fallback.startswith("jacobian"):
     state["settings"]["training"].update(jacobian_weight=float(fallback.removeprefix("jacobian")))
 elif fallback != "default":

@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 
 from inn.errors import InnError
+from inn.nn.implicit_function import auto_adjoint
 from inn.solvers import ADJOINT_SOLVERS, ConvergenceWarning, ResultCode
 from inn.tables import write_tsv
 
@@ -68,6 +69,7 @@ class BatchRow:
     adjoint_limit: int
     adjoint_codes: str
     adjoint_fallback: int  #: sequences the adjoint's float64 fallback solved again (``--fallback``)
+    adjoint_solver: str  #: the exact adjoint that ran (``auto`` picks one per batch)
     function_evals: int  #: batched F evaluations: the forward solver's + the one with autograd
     jacobian_products: int  #: batched J V / J^T V products (forward and adjoint)
     total_s: float
@@ -166,7 +168,9 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     layer = model.rnn
     now = time.process_time if clock == "process" else time.perf_counter
     timer = _Clock(now)
-    method = layer.backward_options.get("backward_solver", "anderson")
+    method = layer.backward_options.get("backward_solver", "auto")
+    if method == "auto":  # the one this batch's backward will run
+        method = auto_adjoint(layer, next(layer.parameters()).device)
     if method not in ADJOINT_SOLVERS:
         raise InnError(f"--breakdown times exact adjoints only; the model's backward solver is {method!r}")
     solve, adjoint, linearized = solvers.solve, ADJOINT_SOLVERS[method], layer.linearized_transition
@@ -203,7 +207,7 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
         forward_fallback=int(fs.extra.get("fallback", 0)), forward_homotopy=int(fs.extra.get("homotopy", 0)),
         adjoint_mean=float(bs.newton_iterations.float().mean()), adjoint_max=int(bs.newton_iterations.max()),
         adjoint_limit=limit_hits(bs), adjoint_codes=code_summary(bs.code),
-        adjoint_fallback=int(bs.extra.get("fallback", 0)),
+        adjoint_fallback=int(bs.extra.get("fallback", 0)), adjoint_solver=method,
         function_evals=int(fs.function_evals) + 1, jacobian_products=int(fs.jacobian_products + bs.jacobian_products),
         total_s=total, solve_s=spent["solve"], F_s=F_s, adjoint_s=spent["adjoint"],
         rest_s=max(total - spent["solve"] - F_s - spent["adjoint"], 0.0),

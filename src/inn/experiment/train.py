@@ -12,7 +12,8 @@ Outputs in ``out_dir``:
 - ``checkpoint.pt``: the epoch with the best validation metric (what evaluation reads);
 - ``history.tsv``: one row per epoch (losses, validation perplexity and accuracy or error,
   learning rate, wall and CPU seconds, and for the INN its solver statistics: mean iterations,
-  histograms, sequences above tol and at their limit, forward solves the homotopy finished);
+  histograms, sequences above tol and at their limit, forward solves the homotopy finished,
+  batches whose adjoint GMRES solved: ``backward_gmres``);
 - while running, ``last.pt`` (the state after the last finished epoch, the INN's warm
   starts included) and ``best.pt``;
   a restarted run resumes from ``last.pt`` and ends exactly where an uninterrupted run
@@ -250,6 +251,7 @@ class SolverTally:
         self.nonconverged = 0
         self.backward_nonconverged = 0
         self.backward = 0.0
+        self.backward_gmres = 0  # batches whose adjoint ran GMRES (backward_solver auto past its mark, or gmres)
         self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
         # per-sequence iterations of the forward and adjoint solves, binned (HISTOGRAM_EDGES)
         self.histogram = {"newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
@@ -285,6 +287,7 @@ class SolverTally:
             self.backward_nonconverged += back.num_failed
             self._count("backward", back)
             self.backward += float((back.newton_iterations + back.krylov_iterations).float().mean())
+            self.backward_gmres += getattr(layer, "last_adjoint_solver", None) == "gmres"
             layer.last_backward_stats = None
 
     def row(self) -> dict[str, float]:
@@ -292,6 +295,7 @@ class SolverTally:
         return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
                 "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
                 "backward_iters": self.backward / n,
+                "backward_gmres": self.backward_gmres,
                 # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
                 "newton_hist": "/".join(map(str, self.histogram["newton"])), "newton_limit": self.limit["newton"],
                 "backward_hist": "/".join(map(str, self.histogram["backward"])),
@@ -435,18 +439,6 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
     os.replace(path, aside)
     log.warning("cannot resume from %s (%s): set aside as %s, training starts afresh", path, problem, aside.name)
     return None
-
-
-#: mean adjoint iterations a batch past which the GMRES adjoint pays on a CPU (docs/decisions.md:
-#: half the iterations and 13-18% less adjoint time from 30 on; slower near 20 at k = 448)
-GMRES_PAYS_FROM = 30
-
-
-def _gmres_would_pay(layer, row: dict, device: torch.device) -> bool:
-    """Whether an epoch's exact adjoint, solved by the default Anderson on a CPU, took enough
-    iterations a batch for the GMRES adjoint to be the cheaper choice."""
-    solver = layer.backward_options.get("backward_solver", "anderson")
-    return device.type == "cpu" and solver == "anderson" and row.get("backward_iters", 0) > GMRES_PAYS_FROM
 
 
 def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
@@ -595,7 +587,6 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
 
     untrained = _never_trained(data, model)
     epochs_run = 0
-    hinted = False  # the GMRES adjoint's hint, once a stretch
     while not _finished(state, cfg):
         if stop_after is not None and epochs_run >= stop_after:
             log.info("stopping after %d epoch(s) in this call; %s resumes", epochs_run, last_path)
@@ -633,11 +624,6 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                  row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
                  "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov "
                  f"{row['krylov_iters']:.1f}, adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}")
-        if model_cfg.implicit and not hinted and _gmres_would_pay(model.rnn, row, dev_):
-            hinted = True
-            log.info("the adjoint took %.1f iterations a batch in epoch %d: on such systems the GMRES adjoint "
-                     "(solver options {backward_solver: gmres}, for a new run) takes about half as many and less "
-                     "time on a CPU (docs/implicit-layer.md, Hard systems)", row["backward_iters"], epoch)
         if model_cfg.implicit and row["nonconverged"]:
             log.warning("epoch %d: %d sequence solve(s) did not converge (max residual %.3g)", epoch,
                         row["nonconverged"], row["residual"])

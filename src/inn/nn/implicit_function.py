@@ -12,7 +12,9 @@ iterations, and H* itself is detached.
 
 The adjoint system is solved (``backward_solver``) by Anderson acceleration of
 u <- u + (I - D^T)^{-1} (g + J^T u - u), with D the elementwise copy coupling factorised once
-("anderson", default: the fastest measured on trained weights), of red-black Gauss-Seidel
+("anderson": the fastest measured on trained weights), by GMRES right-preconditioned by the
+same I - D^T ("gmres": half Anderson's iterations on hard systems), by the first until a CPU
+layer's adjoints grow hard and the second from then on ("auto", the default), of red-black Gauss-Seidel
 sweeps on u = g + J^T u ("anderson_red_black"), by BiCGSTAB with analytic vector-Jacobian
 products ("bicgstab", the paper's choice), by Anderson or plain iteration with whole J^T
 products ("anderson_jacobi", "fixed_point"), or exactly through the block-tridiagonal
@@ -46,7 +48,9 @@ adjoint solvers' starting point, used once; every backward leaves its u in
 
 from __future__ import annotations
 
+import logging
 import warnings
+from collections import deque
 from typing import Any
 
 import torch
@@ -56,6 +60,15 @@ from inn import solvers
 from inn.errors import InnError
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
 from inn.solvers.anderson import compaction_pays
+
+log = logging.getLogger(__name__)
+
+#: ``backward_solver="auto"``: mean Anderson adjoint iterations a batch past which the GMRES
+#: adjoint pays on a CPU (docs/decisions.md: half the iterations and 13-18% less adjoint time
+#: from 30 on at k = 200; slower near 20 at k = 448, where Anderson's first steps run in bfloat16)
+GMRES_PAYS_FROM = 30
+#: ... averaged over this many consecutive backward passes of one layer
+AUTO_WINDOW = 20
 
 #: the layer's backward options (``ImplicitGRU(..., backward_solver=..., ...)``), by name: their
 #: records, with types and ranges, are :data:`inn.solvers.BACKWARD_OPTIONS`
@@ -72,26 +85,27 @@ def check_backward_options(options: dict[str, Any]) -> None:
     does not take or whose value is out of range."""
     if "backward_cuda_graph" in options:
         cuda_graph.check(options["backward_cuda_graph"], "backward_cuda_graph")
-    method = options.get("backward_solver", "anderson")
-    if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS:
+    method = options.get("backward_solver", "auto")
+    if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS and method != "auto":
         raise InnError(f"unknown backward solver {method!r}; choose one of "
-                       f"{', '.join([*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
+                       f"{', '.join(['auto', *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
     own = {f"backward_{key}" for key in APPROXIMATE_OPTIONS.get(method, {})}
     stray = sorted({"backward_steps", "backward_damping"} & set(options) - own)
     if stray:
         raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
-    if "backward_restart" in options and method != "gmres":
-        raise InnError(f"backward solver {method!r} takes no backward_restart (only 'gmres' does)")
+    if "backward_restart" in options and method not in ("gmres", "auto"):
+        raise InnError(f"backward solver {method!r} takes no backward_restart (only 'gmres' and 'auto' do)")
     restart = options.get("backward_restart", 1)
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
         raise InnError(f"backward_restart must be a positive integer, not {restart!r}")
     steps = options.get("backward_steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InnError(f"backward_steps must be a positive integer, not {steps!r}")
-    fallback = options.get("backward_fallback", DEFAULT_FALLBACK if method in ADJOINT_SOLVERS else None)
+    exact = method in ADJOINT_SOLVERS or method == "auto"
+    fallback = options.get("backward_fallback", DEFAULT_FALLBACK if exact else None)
     if fallback not in FALLBACKS:
         raise InnError(f"backward_fallback must be one of {', '.join(map(str, FALLBACKS))}, not {fallback!r}")
-    if fallback is not None and method not in ADJOINT_SOLVERS:
+    if fallback is not None and not exact:
         raise InnError(f"backward_fallback needs an exact adjoint; backward solver {method!r} is approximate")
     after = options.get("backward_fallback_after", 40)
     if isinstance(after, bool) or not isinstance(after, int) or after < 1:
@@ -115,7 +129,10 @@ class ImplicitBackward(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
         layer = ctx.layer
         opts = dict(layer.backward_options)
-        method = opts.pop("backward_solver", "anderson")
+        method = opts.pop("backward_solver", "auto")
+        auto = method == "auto"
+        if auto:
+            method = auto_adjoint(layer, grad.device)
         fallback = opts.pop("backward_fallback", DEFAULT_FALLBACK)
         fallback_after = opts.pop("backward_fallback_after", 40)
         tol = opts.pop("backward_tol", None)
@@ -148,11 +165,14 @@ class ImplicitBackward(torch.autograd.Function):
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf
                 first_max = min(max_iter, fallback_after) if fallback and g.dtype != torch.float64 else max_iter
                 u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=first_max, **extra)
+                if auto and method == "anderson":
+                    observe_adjoint(layer, stats)  # its float32 steps: what GMRES would replace
                 if fallback and g.dtype != torch.float64 and stats.num_failed and ctx.H is not None:
                     u, stats = float64_fallback(lin, ctx.H, g, u, stats, fallback, tol, max_iter)
         layer.adjoint_start = None  # one backward's start
         layer.last_adjoint = u
         layer.last_backward_stats = stats
+        layer.last_adjoint_solver = method
         if stats.num_failed:
             message = (
                 f"implicit backward ({method}): {stats.num_failed} of {stats.converged.numel()} sequences "
@@ -162,6 +182,31 @@ class ImplicitBackward(torch.autograd.Function):
                 raise InnError(message)
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return u, None, None, None
+
+
+def auto_adjoint(layer: Any, device: torch.device) -> str:
+    """The exact adjoint ``backward_solver="auto"`` runs for ``layer`` now: "anderson", until on
+    a CPU its adjoints have averaged more than :data:`GMRES_PAYS_FROM` iterations over
+    :data:`AUTO_WINDOW` backward passes in a row, then "gmres" for the rest of the layer's life
+    (the systems a model learns grow harder as it trains, not easier). Both are exact to the
+    same tol; elsewhere than on a CPU Anderson stays, with its CUDA graphs. A layer made afresh
+    (a resumed run) starts again from Anderson."""
+    if device.type != "cpu":
+        return "anderson"
+    return "gmres" if getattr(layer, "adjoint_switched", False) else "anderson"
+
+
+def observe_adjoint(layer: Any, stats: Any) -> None:
+    """Record one Anderson adjoint's mean iterations a sequence for :func:`auto_adjoint`; switch
+    the layer to GMRES (``layer.adjoint_switched``) once a full window averages past the mark."""
+    recent = getattr(layer, "adjoint_recent", None)
+    if recent is None:
+        recent = layer.adjoint_recent = deque(maxlen=AUTO_WINDOW)
+    recent.append(float((stats.newton_iterations + stats.krylov_iterations).float().mean()))
+    if len(recent) == AUTO_WINDOW and sum(recent) / AUTO_WINDOW > GMRES_PAYS_FROM:
+        layer.adjoint_switched = True
+        log.info("the adjoint took %.1f Anderson iterations a batch over the last %d batches: GMRES from here on "
+                 "(backward_solver auto; docs/implicit-layer.md, Hard systems)", sum(recent) / AUTO_WINDOW, AUTO_WINDOW)
 
 
 def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how: str, tol: float,

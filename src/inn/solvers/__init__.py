@@ -729,8 +729,9 @@ APPROXIMATE_OPTIONS = {"phantom": {"steps": 5, "damping": 1.0}, "jacobian_free":
 #: the implicit backward's options, for every solver (the layer's ``backward_*``;
 #: :mod:`inn.nn.implicit_function` reads them)
 BACKWARD_OPTIONS = (
-    SolverOption("backward_solver", "anderson", "the adjoint solve, or an approximate gradient",
-                 choices=(*ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS)),
+    SolverOption("backward_solver", "auto", "the adjoint solve (auto: anderson, gmres once a CPU layer's adjoints "
+                 "average over 30 iterations), or an approximate gradient",
+                 choices=("auto", *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS)),
     SolverOption("backward_tol", None, "the adjoint's relative residual (null: tol)", type="number",
                  exclusive_minimum=0, nullable=True),
     SolverOption("backward_max_iter", 200, "the adjoint's iteration limit", type="integer", minimum=1),
@@ -738,7 +739,7 @@ BACKWARD_OPTIONS = (
                  type="boolean", choices=("auto",)),
     SolverOption("backward_cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
                  type="boolean", choices=("auto",), resumable=True),
-    SolverOption("backward_restart", 30, "gmres only: Krylov vectors kept before a restart", type="integer",
+    SolverOption("backward_restart", 30, "gmres (and auto's gmres) only: Krylov vectors kept before a restart", type="integer",
                  minimum=1),
     SolverOption("backward_steps", APPROXIMATE_OPTIONS["phantom"]["steps"], "phantom only: damped unrolled steps",
                  type="integer", minimum=1),
