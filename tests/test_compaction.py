@@ -149,7 +149,7 @@ def test_forward_fallback_starts_from_where_float32_stopped():
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         _, alone = solve(system, "anderson", tol=1e-9, fallback=None, max_iter=40, **options)
-        _, stats = solve(system, "anderson", tol=1e-9, fallback="float64", **options)
+        _, stats = solve(system, "anderson", tol=1e-9, fallback="float64", fallback_after=40, **options)
         _, fresh = solve(system.in_precision(torch.float64), "anderson", tol=1e-9, **options)
     assert not bool(alone.converged.any())
     assert bool(stats.converged.all()) and stats.extra == {"fallback": 4}

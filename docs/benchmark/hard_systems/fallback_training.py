@@ -17,7 +17,8 @@ MODE: ``none`` (no fallback, forward or adjoint, no compaction: the solver as th
 epoch before where that start is the closer one, ``warm_start_adjoint``), ``memoryM`` (the
 defaults with the forward Anderson's memory M), ``gmres`` / ``anderson`` (the defaults with
 that adjoint throughout; the default, ``auto``, turns from Anderson to GMRES once a layer's
-adjoints average over 30 iterations).
+adjoints average over 30 iterations), ``afterN`` (the defaults with ``fallback_after`` N: float32
+iterations per forward candidate before the float64 retry).
 
 The walks folder is the workflow's ``results/data/walks/b0.5`` of ``config/paper_walks.yaml``
 (fingerprint 14a89a4e4e15692f, the state's). MAX_TRAIN / MAX_DEV: the first walks of each
@@ -49,6 +50,8 @@ elif fallback.startswith("memory"):
     options.update(memory=int(fallback.removeprefix("memory")))
 elif fallback in ("gmres", "anderson"):
     options.update(backward_solver=fallback)
+elif fallback.startswith("after"):
+    options.update(fallback_after=int(fallback.removeprefix("after")))
 elif fallback.startswith("jacobian"):
     state["settings"]["training"].update(jacobian_weight=float(fallback.removeprefix("jacobian")))
 elif fallback != "default":

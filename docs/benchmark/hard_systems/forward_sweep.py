@@ -1,5 +1,6 @@
 """The epoch-5 fixture's forward solves over the b = 0.5 training walks, in file order, in
-batches of 20 (no gradients): every sequence a solve leaves above tol, with its result code.
+batches of 20 (no gradients): every sequence a solve leaves above tol, with its result code, and
+how many the float64 retry and the homotopy took.
 
     [FIXTURE=tests/fixtures/<fixture>.pt] python forward_sweep.py WALKS_B0.5_FOLDER FIRST_BATCH BATCHES OPTIONS_JSON
 
@@ -29,16 +30,19 @@ model, _ = load_checkpoint(os.environ.get("FIXTURE", "tests/fixtures/walks_b05_i
 model.eval()
 model.rnn.options = {**model.rnn.options, **options}
 walks = load_walks(f"{folder}/train.pt")
-start, failed = time.process_time(), 0
+start, failed, retried, homotopy = time.process_time(), 0, 0, 0
 for i in range(first, first + count):
     rows = range(20 * i, 20 * i + 20)
     batch = collate([{"x": walks["x"][j, :walks["lengths"][j]], "y": walks["y"][j, :walks["lengths"][j]]} for j in rows])
     with torch.no_grad():
         model.rnn(batch["x"], batch["mask"])
     stats = model.rnn.last_stats
+    retried += stats.extra.get("fallback", 0)
+    homotopy += stats.extra.get("homotopy", 0)
     for j in (~stats.converged).nonzero().flatten().tolist():
         failed += 1
         logging.info("batch %d sequence %d (walk %d, n = %d): %s after %d iterations, residual %.2e", i, j, rows[j],
                      int(walks["lengths"][rows[j]]), ResultCode(int(stats.code[j])).name,
                      int(stats.newton_iterations[j]), float(stats.residual[j]))
-logging.info("%d batches, %d sequences above tol, %.0f CPU s", count, failed, time.process_time() - start)
+logging.info("%d batches, %d sequences above tol, %d solved again in float64, %d by the homotopy, %.0f CPU s", count,
+             failed, retried, homotopy, time.process_time() - start)

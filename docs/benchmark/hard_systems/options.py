@@ -5,8 +5,9 @@
 For each JSON object of layer options (``backward_*`` ones go to the backward), the same
 BATCHES fresh b = 0.5 training batches of 20 walks of N steps (seed 1) through the whole model
 with its token loss (``inn.experiment.breakdown.batch_costs``), one CPU thread, process time:
-mean forward and adjoint iterations, solves at their limit, sequences the float64 fallback
-solved again, and the seconds of the forward solve, the adjoint and the whole batch. E.g.
+mean forward and adjoint iterations, solves at their limit, sequences the float64 fallbacks
+solved again (forward / adjoint) and the homotopy solved, and the seconds of the forward solve,
+the adjoint and the whole batch. E.g.
 
     python options.py 40 30 '{"compact": false, "backward_fallback": null}' '{}'
 """
@@ -42,5 +43,6 @@ for arg in sys.argv[3:]:
         return sum(row[key] for row in rows)
 
     sys.stdout.write(f"n={n} {arg:55s} forward its {mean('forward_mean'):5.1f} adjoint its {mean('adjoint_mean'):5.1f} "
-                     f"at limit {total('forward_limit')} / {total('adjoint_limit')} to float64 {total('adjoint_fallback')} "
+                     f"at limit {total('forward_limit')} / {total('adjoint_limit')} to float64 {total('forward_fallback')} / "
+                     f"{total('adjoint_fallback')} homotopy {total('forward_homotopy')} "
                      f"forward s {mean('solve_s'):.3f} adjoint s {mean('adjoint_s'):.3f} total s {mean('total_s'):.3f}\n")

@@ -86,7 +86,7 @@ _FALLBACK = SolverOption("fallback", "homotopy", "solve the sequences a float32 
                          "float64 system, from where float32 stopped, then from the first candidate; homotopy: then track a probability-one homotopy "
                          "for those that are still above it (null: never)", choices=("float64", "homotopy"),
                          nullable=True)
-_FALLBACK_AFTER = SolverOption("fallback_after", 40, "float32 iterations per candidate before the fallback takes "
+_FALLBACK_AFTER = SolverOption("fallback_after", 100, "float32 iterations per candidate before the fallback takes "
                                "over", type="integer", minimum=1)
 FALLBACK_OPTIONS = (_FALLBACK, _FALLBACK_AFTER)
 
@@ -297,7 +297,7 @@ def solve(
             previous epoch's weights. ``stats.candidate`` then counts it as candidate 0 and
             the ``candidates`` from 1.
         **options: the method's own options (:attr:`SolverSpec.options`). Among Anderson's,
-            ``fallback``: ``"float64"`` (default) or None. A float32 iterate near a nearly singular
+            ``fallback``: ``"homotopy"`` (default), ``"float64"`` or None. A float32 iterate near a nearly singular
             fixed point can stall or overflow where the same system in float64 converges (a
             trained walks INN: NONFINITE after 77 float32 Anderson steps, 20 steps in
             float64). With a system that has a float64 copy (``in_precision``), each float32
