@@ -21,8 +21,9 @@ sentence loss as the checkpoint's settings say; no warm starts), and writes one 
 - the forward+backward time of a bidirectional GRU and LSTM of the same k on the same inputs
   (``--baselines``), fresh weights, the trained model's loss replaced by a linear one.
 
-Times are of one run each (no repeats: each batch is other data); on a shared machine read
-them with ``--threads 1 --clock process`` and prefer the counts.
+The implicit model's times are of one run each (no repeats: each batch is other data), the
+baselines' the least of :data:`BASELINE_RUNS` runs; on a shared machine read them with
+``--threads 1 --clock process`` and prefer the counts.
 """
 
 from __future__ import annotations
@@ -214,6 +215,11 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     )
 
 
+#: runs of each baseline per batch, the least of which is its time (a few milliseconds: the
+#: least of several, as the benchmark's other CPU figures)
+BASELINE_RUNS = 3
+
+
 def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list[BatchRow]:
     """Every batch of ``inn benchmark --breakdown``: ``--batches`` per length in ``--lengths``;
     ``baseline_closures`` (the benchmark's) times the baselines on the same batches."""
@@ -252,11 +258,14 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
             for kind in args.baselines:
                 fb = baseline_closures(kind, k, xi.detach(), device, dtype)[1]
                 fb()  # warm-up: allocator, kernels
-                synchronize(device)
-                start = now()
-                fb()
-                synchronize(device)
-                setattr(row, f"bi{kind}_s", now() - start)
+                times = []
+                for _ in range(BASELINE_RUNS):
+                    synchronize(device)
+                    start = now()
+                    fb()
+                    synchronize(device)
+                    times.append(now() - start)
+                setattr(row, f"bi{kind}_s", min(times))
             rows.append(row)
             log.info("n=%d batch %d: forward %.1f (max %d, %d at limit) adjoint %.1f (max %d, %d at limit %s) "
                      "total %.3fs", n, index, row.forward_mean, row.forward_max, row.forward_limit, row.adjoint_mean,
