@@ -94,6 +94,43 @@ def test_schema_rejections_name_the_key(config, message):
     assert "\n" not in str(info.value)
 
 
+def command_line(*entries: str) -> dict:
+    """The config Snakemake makes of ``--config`` entries over the shipped defaults: its own
+    parser, which reads every value nested in a list or mapping as text."""
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(config, parse_config(list(entries)))
+    return config
+
+
+def test_command_line_settings_get_their_types():
+    """The README's ``--config seeds='[1, 2, 3]'`` and its kind: Snakemake gives text, the
+    config gets the numbers, booleans and nulls the schema and the solver registry want."""
+    config = validate_config(command_line(
+        "seeds=[1, 2, 3]", "models={walks: {b: [0.5, 2]}}", "training={walks: {lr: 0.25, warm_start: false}}",
+        "corpora={ptb_sample: {nltk_data: null}, wsj: {path: /data/2024}}",
+        "solver={options: {backward_tol: 1e-3, backward_fallback: null, cuda_graph: auto}}"), SCHEMA)
+    assert config["seeds"] == [1, 2, 3]
+    assert config["models"]["walks"]["b"] == [0.5, 2]
+    assert config["training"]["walks"]["lr"] == 0.25 and config["training"]["walks"]["warm_start"] is False
+    assert config["corpora"]["ptb_sample"]["nltk_data"] is None
+    assert config["corpora"]["wsj"]["path"] == "/data/2024"  # text where the schema wants text
+    assert config["solver"]["options"] == {"backward_tol": 0.001, "backward_fallback": None, "cuda_graph": "auto"}
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("seeds=[1, two]", r"^config: seeds\.1: 'two' is not of type 'integer'$"),
+    ("walks={dim: .inf}", r"^config: walks\.dim: '\.inf' is not of type 'integer'$"),
+    ("solver={options: {backward_tol: .inf}}", r"^config: solver\.options\.backward_tol must be a number > 0 or null, "
+                                               r"not '\.inf'$"),
+])
+def test_command_line_text_that_is_no_value_keeps_its_line(entry, message):
+    with pytest.raises(InnError, match=message):
+        validate_config(command_line(entry), SCHEMA)
+
+
 def test_names_and_biases_compare_as_the_run_uses_them():
     """An integer b matches the float in walks.b; a disabled timing stage checks nothing it names."""
     config = validate_config({"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 2}}, SCHEMA)

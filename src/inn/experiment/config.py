@@ -35,16 +35,63 @@ import yaml
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
 from inn.models import FEATURES, MODELS, ROLES, ModelConfig, model_with_role
-from inn.solvers import SOLVERS, check_solver_options
+from inn.solvers import SOLVERS, check_solver_options, solver_options
 
 
-def _with_defaults(validator_class):
-    """Extend a jsonschema validator so that validating fills in ``default`` values."""
+def _typed(text: str, schema: Mapping, validator) -> object:
+    """``text`` as YAML reads it where ``schema`` wants a value of another type, else ``text``.
+
+    Snakemake's ``--config key=value`` reads every value nested in a list or mapping as text
+    (``--config seeds='[1, 2, 3]'`` gives ``['1', '2', '3']``), so a setting given on the command
+    line would fail its type. Text becomes the number, boolean, list or mapping it spells when
+    the schema wants that type and not text; ``null`` becomes null wherever null is allowed (no
+    folder is named ``null``). Anything else stays text, for the schema's line.
+    """
+    types = schema.get("type") if isinstance(schema, Mapping) else None
+    if types is None:
+        return text
+    types = [types] if isinstance(types, str) else list(types)
+    if text == "null" and "null" in types:
+        return None
+    if "string" in types:
+        return text
+    value = _read_text(text)
+    return value if value is not None and any(validator.is_type(value, kind) for kind in types) else text
+
+
+def _read_text(text: str) -> object:
+    """What ``text`` spells as YAML (a number in Python's spelling too: PyYAML reads ``1e-3``
+    as text), or None where it spells only text, null or a number that is not finite. Booleans
+    are ``true`` and ``false`` alone, not YAML 1.1's ``yes``, ``on`` and the like."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if isinstance(value, bool) and text.lower() not in ("true", "false"):
+        return None
+    if isinstance(value, str):
+        for number in (int, float):
+            try:
+                value = number(text)
+                break
+            except ValueError:
+                pass
+    if isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return value
+
+
+def _completing(validator_class):
+    """Extend a jsonschema validator so that validating fills in ``default`` values and reads
+    text given for typed settings (:func:`_typed`), both in place."""
     validate_properties = validator_class.VALIDATORS["properties"]
+    validate_items = validator_class.VALIDATORS["items"]
 
     def set_defaults(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for name, sub in properties.items():
+                if isinstance(instance.get(name), str):
+                    instance[name] = _typed(instance[name], sub, validator)
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
                 elif isinstance(sub.get("default"), dict) and isinstance(instance.get(name), dict):
@@ -54,7 +101,12 @@ def _with_defaults(validator_class):
                         instance[name].setdefault(key, copy.deepcopy(value))
         yield from validate_properties(validator, properties, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    def read_items(validator, items, instance, schema):
+        if isinstance(instance, list):
+            instance[:] = [_typed(value, items, validator) if isinstance(value, str) else value for value in instance]
+        yield from validate_items(validator, items, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults, "items": read_items})
 
 
 #: The keys each corpus format reads, beside ``enabled`` and ``format``.
@@ -173,7 +225,8 @@ def check_settings(values: object, definition: str, where: str = "", key: str = 
 
 
 def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
-    """Validate ``config`` in place against ``schema``, filling defaults; return it.
+    """Validate ``config`` in place against ``schema``, filling defaults and reading the text
+    that ``snakemake --config`` gives for numbers, booleans and null (:func:`_typed`); return it.
 
     Raises:
         InnError: the first violation (the deepest, most specific one), as one line that
@@ -188,7 +241,7 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
     _import_user_modules(config)
     schema = with_registry(schema)
     validator_class = jsonschema.validators.validator_for(schema)
-    validator = _with_defaults(validator_class)(schema)
+    validator = _completing(validator_class)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
         raise InnError(f"config: {_where(error)}")
@@ -324,6 +377,23 @@ def _check_bias_names(biases: list[float]) -> None:
         seen[name] = i
 
 
+def _read_option_text(name: str, options: dict) -> None:
+    """``solver.options`` given on the command line, as :func:`_typed` reads the schema's
+    settings: text an option refuses becomes what YAML reads in it where the option takes that
+    (``--config solver='{options: {backward_tol: 1e-3}}'``), ``null`` null where it may be null."""
+    known = solver_options(name, "config: solver.name")
+    for key, text in options.items():
+        option = known.get(key)
+        if option is None or not isinstance(text, str) or option.problem(text) is None:
+            continue
+        if text == "null" and option.nullable:
+            options[key] = None
+            continue
+        value = _read_text(text)
+        if value is not None and option.problem(value) is None:
+            options[key] = value
+
+
 def check_config(config: Mapping) -> None:
     """What the schema cannot say, checked on a schema-valid config with its defaults.
 
@@ -333,6 +403,7 @@ def check_config(config: Mapping) -> None:
             read, a setting that names a corpus, walk set or bias the run does not have, or
             taggers to train without a corpus to train them on (one line naming the key).
     """
+    _read_option_text(config["solver"]["name"], config["solver"]["options"])
     check_solver_options(config["solver"]["name"], config["solver"]["options"], "config: solver.options",
                          name_where="config: solver.name")
     for name, corpus in config["corpora"].items():

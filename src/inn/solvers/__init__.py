@@ -179,6 +179,13 @@ def solver_spec(name: str, where: str = "") -> SolverSpec:
     return spec
 
 
+def solver_options(name: str, where: str = "", *, backward: bool = True) -> dict[str, SolverOption]:
+    """Every option solver ``name`` takes, by key: its own, :data:`COMMON_OPTIONS` and
+    (``backward``) :data:`BACKWARD_OPTIONS`. An unknown name raises as :func:`solver_spec`."""
+    spec = solver_spec(name, where)
+    return {o.name: o for o in (*COMMON_OPTIONS, *spec.options, *(BACKWARD_OPTIONS if backward else ()))}
+
+
 def check_solver_options(name: str, options: Mapping[str, Any], where: str = "", *, name_where: str | None = None,
                          backward: bool = True) -> None:
     """Check solver ``name`` and ``options`` against the registry: every key one of the
@@ -196,8 +203,7 @@ def check_solver_options(name: str, options: Mapping[str, Any], where: str = "",
         InnError: the first unknown name, unknown key (with the closest known one), wrong type
             or value out of range, as one line.
     """
-    spec = solver_spec(name, name_where or "")
-    known = {o.name: o for o in (*COMMON_OPTIONS, *spec.options, *(BACKWARD_OPTIONS if backward else ()))}
+    known = solver_options(name, name_where or "", backward=backward)
     for key, value in options.items():
         option = known.get(key)
         if option is None:
@@ -256,7 +262,8 @@ PAPER_OPTIONS = dict(_newton_krylov.PAPER_OPTIONS)
 __all__ = [
     "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "BACKWARD_OPTIONS", "COMMON_OPTIONS", "ConvergenceWarning",
     "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS", "ResultCode", "SOLVERS", "SolverOption", "SolverSpec",
-    "SolverStats", "bicgstab", "check_options", "check_solver_options", "register_solver", "solve", "solver_spec",
+    "SolverStats", "bicgstab", "check_options", "check_solver_options", "register_solver", "solve", "solver_options",
+    "solver_spec",
 ]
 
 
