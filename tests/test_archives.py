@@ -1,7 +1,7 @@
-"""The archived runs in docs/benchmark give the tables they gave when archived, byte for byte.
+"""The archived runs under archive/ give the tables they gave when archived, byte for byte.
 
 ``tests/fixtures/collected/<archive>/`` holds what ``inn collect --results
-docs/benchmark/<archive>/results`` wrote at commit 5b33d50, before the tables, verdicts and
+archive/<archive>/results`` wrote at commit 5b33d50, before the tables, verdicts and
 report read the model registry's roles instead of fixed model names. The paper-scale walks
 archive grows as Table 1's runs finish, so each test collects exactly the runs (and the floors
 of the b) that the fixture's tables hold: a run added later changes no fixture. An archive that
@@ -20,7 +20,7 @@ from inn.experiment.views import views
 from inn.tables import read_tsv, write_tsv
 
 REPO = Path(__file__).resolve().parents[1]
-ARCHIVES = REPO / "docs" / "benchmark"
+ARCHIVES = REPO / "archive"
 COLLECTED = Path(__file__).parent / "fixtures" / "collected"
 TABLES = ("runs.tsv", "table1.tsv", "table2.tsv", "comparisons.tsv", "verdict.tsv")
 

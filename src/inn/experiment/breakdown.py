@@ -115,7 +115,7 @@ def fixture_batches(path: str, n: int, count: int,
                     device: str | torch.device = "cpu") -> tuple[Any, dict, list[dict]]:
     """A trained walks model read from ``path`` on ``device``, in training mode, and ``count``
     fresh training batches of 20 walks of exactly n steps (seed 1 on, on the device): what the
-    hard-systems measurements in docs/benchmark/hard_systems feed a checkpoint.
+    hard-systems measurements in archive/hard_systems feed a checkpoint.
     Returns ``(model, meta, batches)``."""
     from inn.checkpoints import load_checkpoint
 

@@ -2,11 +2,11 @@
 solver settings of a MODE: the solves at their limit, the iterations, the wall and CPU seconds
 and the dev error, from the run's own history.
 
-    git show 87fb7a7:docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.5/inn/seed1/last.pt > epoch5.pt
+    git show 87fb7a7:archive/paper_walks_6ebf96e/unfinished/walks/b0.5/inn/seed1/last.pt > epoch5.pt
     python fallback_training.py MODE WALKS_B0.5_FOLDER OUT_FOLDER [MAX_TRAIN MAX_DEV]
 
 ``STATE=<last.pt>`` trains another resume state of the same data for its next two epochs (e.g.
-seed 3's after epoch 12, ``docs/benchmark/paper_walks/unfinished/train/walks/b0.5/inn/seed3/last.pt``
+seed 3's after epoch 12, ``archive/paper_walks/unfinished/train/walks/b0.5/inn/seed3/last.pt``
 as committed in dd2d4d9).
 
 MODE: ``none`` (no fallback, forward or adjoint, no compaction: the solver as the run had it),

@@ -6,7 +6,7 @@
 # beside a BiLSTM and a BiGRU of the same k), then the low-rank preconditioner's adjoint there
 # (`low_rank.py adjoint`), the lead a CPU could not pay for. From the repository root:
 #
-#   run(command="bash docs/benchmark/hard_systems/gpu_check.sh", timeout_s=600)
+#   run(command="bash archive/hard_systems/gpu_check.sh", timeout_s=600)
 #
 # Needs only torch, numpy and pandas beside this checkout's src/ (the device image has them).
 # Every step appends to $OUT/gpu_check.txt as it goes and has its own time limit, so a step that
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../../.."
 device=${DEVICE:-cuda} batches=${BATCHES:-10} lengths=${LENGTHS:-"20 40"} limit=${STEP_SECONDS:-90}
 out=${OUT:-/tmp}/gpu_check.txt
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
-here=docs/benchmark/hard_systems
+here=archive/hard_systems
 step() {
   echo "\$ $*" >> "$out"
   timeout "$limit" "$@" >> "$out" 2>&1 || echo "(ended with status $?)" >> "$out"

@@ -3,14 +3,14 @@
 # `inn train` and `inn evaluate` commands for each run, from the pinned checkout's source, with
 # every run's state brought back at the end. Two steps:
 #
-#   here:  bash docs/benchmark/paper_walks/gpu_stretch.sh prepare PINNED RUN...
+#   here:  bash archive/paper_walks/gpu_stretch.sh prepare PINNED RUN...
 #          PINNED is the pinned checkout with its workflow results (e.g. /work/runs-a9e4c60, its
 #          out/paper_walks/ holding local.yaml and results/); RUN is b:model:seed (0.5:inn:2,
 #          1.0:bilstm-h1000:1). Writes .gpu/ in this checkout (ignored through .git/info/exclude):
 #          the pinned src/, the wheels the device lacks, each run's resume state (without warm
 #          starts) and its two commands, printed by `snakemake -n -p` with `device: cuda` and the
 #          CUDA graphs on (they replay the same steps; resuming across them is allowed).
-#   there: run(command="bash docs/benchmark/paper_walks/gpu_stretch.sh run SECONDS", carry=[".gpu"])
+#   there: run(command="bash archive/paper_walks/gpu_stretch.sh run SECONDS", carry=[".gpu"])
 #          trains every run for at most SECONDS (SIGINT then: the last finished epoch is kept),
 #          evaluates the ones that finish, and writes one tar per run under $OUT: the run's
 #          train folder (last.pt without warm starts, best.pt, history.tsv, its log) and, when
@@ -19,7 +19,7 @@
 #          Called again while the machine is still held (it stays 30 s after a call), `run` goes
 #          on with every unfinished run from its state on the device's disk (large b-LSTMs
 #          included) and brings each back again; runs finished in an earlier call are skipped.
-#   here:  bash docs/benchmark/paper_walks/gpu_stretch.sh unpack PINNED FILES_AT
+#   here:  bash archive/paper_walks/gpu_stretch.sh unpack PINNED FILES_AT
 #          puts each tar's folders into PINNED/out/paper_walks/results/, the stretch's log into
 #          the run's logs/ (train_<began>_gpu.log, which --keep-states carries), and removes
 #          stale locks.

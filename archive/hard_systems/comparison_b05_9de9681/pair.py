@@ -1,7 +1,7 @@
 """The comparison-scale INN at b = 0.5, seeds 1-3, trained at 9de9681 (the adjoint's float64
-fallback and compaction on) against the same runs at 136e5c0 (docs/benchmark/comparison_walks_136e5c0/runs.tsv).
+fallback and compaction on) against the same runs at 136e5c0 (archive/comparison_walks_136e5c0/runs.tsv).
 
-    python docs/benchmark/hard_systems/comparison_b05_9de9681/pair.py
+    python archive/hard_systems/comparison_b05_9de9681/pair.py
 
 Per seed: test error, best dev error, epochs, CPU seconds an epoch, iterations and solves at
 their limit from the archived metrics.json and history.tsv; then the test-error difference

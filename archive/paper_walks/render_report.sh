@@ -4,10 +4,10 @@
 # in results/ and the configuration they ran under: config.yaml, config/paper_walks.yaml and the
 # overrides of the runs' local.yaml (README.md, "Resuming across machines").
 #
-#   bash docs/benchmark/paper_walks/render_report.sh [OUT]      (from the repository's root;
-#                                                                OUT: docs/benchmark/paper_walks/report.html)
+#   bash archive/paper_walks/render_report.sh [OUT]      (from the repository's root;
+#                                                                OUT: archive/paper_walks/report.html)
 set -euo pipefail
-here=docs/benchmark/paper_walks
+here=archive/paper_walks
 out=${1:-$here/report.html}
 tables=$(mktemp -d)
 trap 'rm -rf "$tables"' EXIT
