@@ -1,0 +1,272 @@
+"""Table 1's remaining paper-scale runs, one after another on the CPU cores, at low priority.
+
+One command starts or resumes them from any checkout of this repository that has the pinned
+commits in its history:
+
+    python archive/paper_walks/queue.py start          # in the background; --slots N (default 2)
+    python archive/paper_walks/queue.py status         # what runs, what is done, what is next
+    python archive/paper_walks/queue.py pause|resume   # SIGSTOP / SIGCONT every training (timings, the test suite)
+    python archive/paper_walks/queue.py stop           # SIGINT: each run ends at its next epoch boundary
+    python archive/paper_walks/queue.py keep           # finished runs into results/, unfinished states into unfinished/
+
+Each run is the workflow's own job (``snakemake ... results/eval/walks/b<b>/<model>/seed<N>/metrics.json``)
+in a worktree of the commit it is pinned to (``out/pinned/<commit>``, with its own virtual
+environment, made on first use), one CPU thread a job, under ``nice -n 19``. Before a run
+starts, the state kept for it in ``unfinished/`` (an INN's ``last.pt`` without warm starts,
+0.85 MB) is copied into the worktree, so ``inn train`` resumes after its last finished epoch.
+A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it runs only with
+``start --large``, on every slot's threads at once, on a machine that stays for its whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PINNED = ROOT / "out" / "pinned"
+STATE = ROOT / "out" / "queue"
+LOCAL_YAML = """device: cpu
+seeds: [1, 2, 3]
+corpora: {ewt: {enabled: false}}
+models: {walks: {b: [0.25, 0.5, 0.75, 1.0, 2.0], bilstm_hidden_sizes: [100, 300, 500, 1000, 1500]}}
+resources: {threads: THREADS}
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Table 1 run and the commit its numbers are pinned to."""
+
+    b: str
+    model: str
+    seed: int
+    commit: str
+
+    @property
+    def folder(self) -> str:
+        return f"walks/b{self.b}/{self.model}/seed{self.seed}"
+
+    @property
+    def large(self) -> bool:
+        """A state too large for git (b-LSTMs of 1,000 units and more): not portable."""
+        return self.model in ("bilstm-h1000", "bilstm-h1500")
+
+    def __str__(self) -> str:
+        return f"b={self.b} {self.model} seed {self.seed} @{self.commit}"
+
+
+# b = 1 at a9e4c60 (all its seeds); b = 0.75's INNs and b = 2 at 231d5d2; b = 0.75's b-LSTMs at
+# a9e4c60 beside their seed-1 runs (the b-LSTMs' numerics are identical to the bit at both).
+A, B = "a9e4c60", "231d5d2"
+RUNS = [
+    Run("1.0", "inn", 3, A), Run("1.0", "bilstm-h1000", 3, A), Run("1.0", "bilstm-h1500", 1, A),
+    Run("1.0", "bilstm-h100", 2, A), Run("1.0", "bilstm-h100", 3, A),
+    Run("0.75", "inn", 1, B), Run("0.75", "inn", 2, B), Run("0.75", "inn", 3, B),
+    Run("0.75", "bilstm-h500", 1, A), Run("0.75", "bilstm-h1000", 1, A), Run("0.75", "bilstm-h1500", 1, A),
+    Run("0.75", "bilstm-h100", 2, A), Run("0.75", "bilstm-h100", 3, A),
+    Run("2.0", "inn", 1, B), Run("2.0", "bilstm-h100", 1, B), Run("2.0", "bilstm-h300", 1, B),
+    Run("2.0", "bilstm-h500", 1, B),
+]
+
+
+def log(message: str) -> None:
+    """One line with the time, to the queue's log (standard error when run in the foreground)."""
+    sys.stderr.write(time.strftime("%Y-%m-%d %H:%M:%S ") + message + "\n")
+    sys.stderr.flush()
+
+
+def worktree(commit: str) -> Path:
+    """The pinned checkout with its virtual environment and run folder, made on first use."""
+    tree = PINNED / commit
+    if not (tree / ".git").exists():
+        PINNED.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit], check=True)
+    python = tree / ".venv" / "bin" / "python"
+    if not (tree / ".venv" / "bin" / "snakemake").exists():
+        log(f"installing {commit}'s environment in {tree / '.venv'}")
+        subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "torch==2.13.0"], check=True)
+        subprocess.run([*pip, "-e", ".[workflow]"], cwd=tree, check=True)
+    return tree
+
+
+def results(run: Run) -> Path:
+    return PINNED / run.commit / "out" / "paper_walks" / "results"
+
+
+def finished(run: Run) -> bool:
+    return any((base / "eval" / run.folder / "metrics.json").exists() for base in (HERE / "results", results(run)))
+
+
+def epoch_of(state: Path) -> int:
+    """The last finished epoch a kept history records (0 where there is none)."""
+    history = state.parent / "history.tsv"
+    return max(0, len(history.read_text(encoding="utf-8").splitlines()) - 1) if history.exists() else 0
+
+
+def bring_kept_state(run: Run) -> None:
+    """Copy the state kept in git into the worktree when it is further on than what is there."""
+    kept = HERE / "unfinished" / "train" / run.folder
+    here = results(run) / "train" / run.folder
+    if (kept / "last.pt").exists() and epoch_of(kept / "last.pt") > epoch_of(here / "last.pt"):
+        log(f"{run}: resuming from the state kept after epoch {epoch_of(kept / 'last.pt')}")
+        shutil.copytree(kept, here, dirs_exist_ok=True)
+
+
+def snakemake(run: Run, target: str, threads: int) -> list[str]:
+    tree = PINNED / run.commit
+    work = tree / "out" / "paper_walks"
+    local = work / f"local_t{threads}.yaml"
+    work.mkdir(parents=True, exist_ok=True)
+    local.write_text(LOCAL_YAML.replace("THREADS", str(threads)), encoding="utf-8")
+    return [str(tree / ".venv" / "bin" / "snakemake"), "--nolock", "--rerun-incomplete", "--cores", str(threads),
+            "--configfile", "config/paper_walks.yaml", str(local.relative_to(tree)), "--directory", "out/paper_walks",
+            "-s", "Snakefile", target]
+
+
+def environment(run: Run, threads: int) -> dict[str, str]:
+    venv = PINNED / run.commit / ".venv" / "bin"
+    return {**os.environ, "PATH": f"{venv}:{os.environ['PATH']}", "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads)}
+
+
+def launch(run: Run, threads: int) -> subprocess.Popen:
+    """Prepare the run's walks (alone, so two jobs never write them at once), then train and evaluate."""
+    tree = worktree(run.commit)
+    bring_kept_state(run)
+    env = environment(run, threads)
+    data = f"results/data/walks/b{run.b}/summary.tsv"
+    subprocess.run(["nice", "-n", "19", *snakemake(run, data, 1)], cwd=tree, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    STATE.mkdir(parents=True, exist_ok=True)
+    out = open(STATE / f"{run.folder.replace('/', '_')}.log", "a", encoding="utf-8")
+    log(f"{run}: started on {threads} thread(s)")
+    return subprocess.Popen(["nice", "-n", "19", *snakemake(run, f"results/eval/{run.folder}/metrics.json", threads)],
+                            cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def pending(large: bool) -> list[Run]:
+    return [run for run in RUNS if not finished(run) and run.large == large]
+
+
+def start(slots: int, large: bool) -> None:
+    """Keep ``slots`` runs going until the list is done; a large run takes every slot's threads."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    (STATE / "queue.pid").write_text(str(os.getpid()), encoding="utf-8")
+    running: dict[Run, subprocess.Popen] = {}
+    stopping = False
+
+    def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+        nonlocal stopping
+        stopping = True
+        for process in running.values():
+            subprocess.run(["pkill", "-INT", "-s", str(process.pid)], check=False)
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    while True:
+        for run, process in list(running.items()):
+            if process.poll() is not None:
+                log(f"{run}: ended with status {process.returncode}")
+                del running[run]
+        _write_running(running)
+        todo = [run for run in pending(large) if run not in running]
+        if stopping or (not todo and not running):
+            if not running:
+                return
+        elif todo and len(running) < (1 if large else slots):
+            run = todo[0]
+            running[run] = launch(run, slots if large else 1)
+            _write_running(running)
+            continue
+        time.sleep(10)
+
+
+def _write_running(running: dict) -> None:
+    (STATE / "running.json").write_text(json.dumps({str(r): p.pid for r, p in running.items()}), encoding="utf-8")
+
+
+def signal_all(sig: signal.Signals) -> None:
+    """Send ``sig`` to every running job's process group (snakemake and its inn train)."""
+    path = STATE / "running.json"
+    for run, pid in (json.loads(path.read_text()) if path.exists() else {}).items():
+        # the whole session: snakemake, its shell and inn train (start_new_session made pid its id)
+        subprocess.run(["pkill", f"-{sig.name[3:]}", "-s", str(pid)], check=False)
+        log(f"{run}: {sig.name}")
+    pid_file = STATE / "queue.pid"
+    if sig in (signal.SIGINT, signal.SIGTERM) and pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), sig)
+        except ProcessLookupError:
+            pass
+
+
+def keep() -> None:
+    """Finished runs' histories, logs, metrics and predictions into results/; unfinished runs'
+    states (without warm starts, 16 MB at most) into unfinished/ for the next machine."""
+    for commit in sorted({run.commit for run in RUNS}):
+        base = PINNED / commit / "out" / "paper_walks" / "results"
+        if not base.exists():
+            continue
+        for run in (r for r in RUNS if r.commit == commit and (base / "eval" / r.folder / "metrics.json").exists()):
+            if (HERE / "results" / "eval" / run.folder / "metrics.json").exists():
+                continue
+            log(f"{run}: archived")
+            train = HERE / "results" / "train" / run.folder
+            shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
+            evaluation = HERE / "results" / "eval" / run.folder
+            evaluation.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(base / "eval" / run.folder / "metrics.json", evaluation / "metrics.json")
+            with open(evaluation / "predictions.tsv.gz", "wb") as gz:
+                subprocess.run(["gzip", "-n9c", str(base / "eval" / run.folder / "predictions.tsv")], stdout=gz,
+                               check=True)
+            shutil.rmtree(HERE / "unfinished" / "train" / run.folder, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "inn", "runs", str(base), "--keep-states", str(HERE / "unfinished"),
+                        "--max-state-mb", "16"], check=True, stdout=subprocess.DEVNULL)
+
+
+def status() -> None:
+    path = STATE / "running.json"
+    running = json.loads(path.read_text()) if path.exists() else {}
+    for run in RUNS:
+        mark = "done" if finished(run) else "running" if str(run) in running else "large" if run.large else "next"
+        print(f"{mark:8} {run}")  # noqa: T201 - the command's output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["start", "status", "pause", "resume", "stop", "keep"])
+    parser.add_argument("--slots", type=int, default=2, help="runs at once (CPU cores to use)")
+    parser.add_argument("--large", action="store_true", help="the b-LSTMs of 1,000-1,500 units, one at a time")
+    parser.add_argument("--foreground", action="store_true", help="start: stay attached")
+    args = parser.parse_args()
+    if args.command == "start" and not args.foreground:
+        STATE.mkdir(parents=True, exist_ok=True)
+        with open(STATE / "queue.log", "a", encoding="utf-8") as out:
+            subprocess.Popen([sys.executable, __file__, "start", "--foreground", "--slots", str(args.slots)]
+                             + (["--large"] if args.large else []), stdout=out, stderr=out, start_new_session=True)
+        log(f"queue started; its log: {STATE / 'queue.log'}")
+    elif args.command == "start":
+        start(args.slots, args.large)
+    elif args.command in ("pause", "resume", "stop"):
+        signal_all({"pause": signal.SIGSTOP, "resume": signal.SIGCONT, "stop": signal.SIGINT}[args.command])
+    elif args.command == "keep":
+        keep()
+    else:
+        status()
+
+
+if __name__ == "__main__":
+    main()
