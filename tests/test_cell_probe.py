@@ -8,13 +8,13 @@ import sys
 
 import pytest
 import torch
+from test_workflow import REPO
 from torch import nn
 
 from inn.errors import CellError, InnError
 from inn.experiment.config import load_schema, validate_config
 from inn.models import CELLS, MODELS
 from inn.nn import ImplicitSequence
-from test_workflow import REPO
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 

@@ -16,14 +16,22 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from test_workflow import REPO, snakemake
 from torch import nn
 
 from inn.errors import InnError
 from inn.experiment.config import load_schema, validate_config
-from inn.models import CELLS, MODELS, ModelConfig, ModelSpec, build_model, register, register_cell
+from inn.models import (
+    CELLS,
+    MODELS,
+    ModelConfig,
+    ModelSpec,
+    build_model,
+    register,
+    register_cell,
+)
 from inn.nn import ImplicitSequence
 from inn.user_modules import import_module, split_import_options
-from test_workflow import REPO, snakemake
 
 #: the user's file: a non-causal gated cell, h = z h_prev + (1 - z) tanh(W x + U h_prev + V h_next),
 #: and a model on it for both tasks
@@ -285,6 +293,15 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
     tagged = _inn("tag", *options, str(tagger), "text.txt", cwd=elsewhere)
     assert tagged.returncode == 0, tagged.stderr[-2000:]
     assert len(tagged.stdout.strip().splitlines()) == 7  # CoNLL-U, a line per word
+
+
+def test_the_config_imports_a_registration_that_imports_the_cell_beside_it(tmp_path, imported, monkeypatch):
+    _two_files(tmp_path / "cells")
+    monkeypatch.chdir(tmp_path)
+    config = validate_config({"imports": ["cells/my_models.py"], "models": {"walks": {"run": ["ncgated"]}}},
+                             load_schema(REPO / "workflow/schemas/config.schema.yaml"))
+    assert config["models"]["walks"]["run"] == ["ncgated"]
+    assert sys.path.index(str(tmp_path / "cells")) > sys.path.index(os.path.dirname(os.path.dirname(json.__file__)))
 
 
 def test_a_module_named_as_the_standard_library_or_an_installed_package_is_refused(tmp_path, monkeypatch):

@@ -1,8 +1,8 @@
 """Modules of one's own: the Python modules that register cells and models (:mod:`inn.models`)
 outside the package, imported before anything reads a model name.
 
-A module is named as Python imports it (``my_cells``, ``lab.cells``: found from the working
-directory first, then ``sys.path``) or by its file (``path/to/my_cells.py``, relative to the
+A module is named as Python imports it (``my_cells``, ``lab.cells``: found on ``sys.path``, then
+in the working directory) or by its file (``path/to/my_cells.py``, relative to the
 working directory). Three places name them, all read by this module:
 
 - the workflow config's ``imports`` list: :func:`inn.experiment.config.validate_config` imports
@@ -116,7 +116,7 @@ def _run_users_code(run: Callable[[], Any], where: str, name: str, importing: st
     except SystemExit as exc:
         raise InnError(f"{where}: module {name} called sys.exit({exc.code!r}) while it was imported; a module "
                        "that registers cells and models must not end the program") from None
-    except Exception as exc:  # the user's code: any error is theirs, reported in one line
+    except Exception as exc:  # noqa: BLE001 - the user's code: any error is theirs, in one line
         raise InnError(f"{where}: module {name} failed to import: {_first_line(exc)}") from None
 
 

@@ -34,7 +34,15 @@ import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
-from inn.models import CELLS, FEATURES, MODELS, ROLES, ModelConfig, model_with_role, recurrent_layer
+from inn.models import (
+    CELLS,
+    FEATURES,
+    MODELS,
+    ROLES,
+    ModelConfig,
+    model_with_role,
+    recurrent_layer,
+)
 from inn.solvers import SOLVERS, check_solver_options, solver_options
 
 
@@ -278,7 +286,7 @@ def _probe_cells(config: Mapping) -> None:
                 continue
             try:
                 recurrent_layer(ModelConfig(task=task, kind=kind, hidden_size=4, num_classes=2, input_dim=3), 3)
-            except Exception as exc:  # the user's cell: its error, in one line naming the model
+            except Exception as exc:  # noqa: BLE001 - the user's cell: its error, one line naming the model
                 text = (str(exc).strip().splitlines() or [""])[0]
                 what = text if isinstance(exc, InnError) else f"building its layer failed: {type(exc).__name__}: {text}"
                 raise InnError(f"config: models.{task}.run: model {kind}: {what}") from None

@@ -47,7 +47,7 @@ def check_cell(cell: nn.Module, state_size: int, input_size: int) -> None:
     with torch.no_grad():
         try:
             h = cell(x, h_prev, h_next)
-        except Exception as exc:  # the user's code: its error, in one line naming it
+        except Exception as exc:  # noqa: BLE001 - the user's code: its error, one line naming it
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise CellError(f"cell {name} failed on a probe ({shown}, {str(dtype).removeprefix('torch.')} on "
                             f"{device}): {type(exc).__name__}: {first_line}") from None
