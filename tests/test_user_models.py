@@ -119,10 +119,23 @@ def test_an_old_checkpoint_keeps_its_recorded_solver(tmp_path):
     old = build_model(ModelConfig(task="walks", kind="inn", hidden_size=4, num_classes=2, input_dim=3,
                                   solver="newton_krylov"))
     payload = neural_payload(old, {})
-    assert payload["model_config"]["solver"] == "newton_krylov" and "model_module" not in payload
+    assert payload["model_config"]["solver"] == "newton_krylov" and "model_modules" not in payload
     assert model_from_payload(payload, "old.pt")[0].rnn.solver == "newton_krylov"
     del payload["model_config"]["solver"]
     assert model_from_payload(payload, "old.pt")[0].rnn.solver == "newton_krylov"
+
+
+def test_a_file_from_before_the_module_list_names_its_one_module(tmp_path):
+    """Files written before ``model_modules`` recorded the registering module alone; one whose
+    file is gone is named by its module name."""
+    from inn.checkpoints import model_from_payload
+
+    payload = {"model_config": {"task": "walks", "kind": "ghost", "hidden_size": 4, "num_classes": 2},
+               "model_module": "old_cells", "model_module_file": str(tmp_path / "gone/old_cells.py")}
+    with pytest.raises(InnError) as error:
+        model_from_payload(payload, "old.pt")
+    assert str(error.value) == ("old.pt: its model ghost needs the module old_cells, not imported (a model file never "
+                                "imports code by itself): add --import old_cells to the command")
 
 
 def test_a_user_module_that_is_missing_or_fails_is_one_line(tmp_path):

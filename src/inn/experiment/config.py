@@ -35,7 +35,7 @@ import yaml
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
 from inn.models import (
-    CELLS,
+    BUILTIN_CELLS,
     FEATURES,
     MODELS,
     ROLES,
@@ -278,11 +278,11 @@ def _import_user_modules(config: Mapping) -> None:
 def _probe_cells(config: Mapping) -> None:
     """Build, tiny, the implicit layer of each model the config runs on a cell of one's own, so
     that a cell that misbehaves on the layer's probe (:mod:`inn.nn.probe`) or fails to build is
-    refused now, before any data is prepared (the package's layers are tested)."""
+    refused now, before any data is prepared (the package's own cells are tested)."""
     for task, section in config["models"].items():
         for kind in dict.fromkeys(section.get("run") or []):
             spec = MODELS.get(kind)
-            if spec is None or not spec.implicit or CELLS[spec.cell].layer:
+            if spec is None or not spec.implicit or spec.cell in BUILTIN_CELLS:
                 continue
             try:
                 recurrent_layer(ModelConfig(task=task, kind=kind, hidden_size=4, num_classes=2, input_dim=3), 3)
