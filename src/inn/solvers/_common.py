@@ -3,7 +3,7 @@
 Every nonlinear solver in this package solves the same problem, ``G(H) = H - F(H) = 0`` for a
 batch of independent systems (one per sequence), and reports per system how it went. The
 system is anything that follows :class:`FixedPointSystem`, the whole of what the solvers call;
-:class:`inn.nn.ImplicitSequence` builds one (:class:`inn.nn.implicit_layer.ImplicitSystem`)
+:class:`inn.nn.ImplicitSequence` builds one (:class:`inn.nn.system.ImplicitSystem`)
 per forward pass, for any cell.
 """
 
@@ -107,7 +107,7 @@ class FixedPointSystem(Protocol):
     def graphable(self) -> bool:
         """Whether its solves may be captured as CUDA graphs (:mod:`inn.solvers.cuda_graph`,
         which also calls ``static_clone``, ``load_`` and ``tensors`` of
-        :class:`inn.nn.implicit_layer.BatchTensors` on graphable systems)."""
+        :class:`inn.nn.system.BatchTensors` on graphable systems)."""
 
 
 def batch_norm(X: Tensor) -> Tensor:

@@ -461,7 +461,7 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
     :func:`low_precision_pays`): first iterate on the system with bfloat16 matrix products
-    (:meth:`inn.nn.implicit_layer.ImplicitSystem.low_precision`) down to ``low_precision_tol``, then
+    (:meth:`inn.nn.system.ImplicitSystem.low_precision`) down to ``low_precision_tol``, then
     on the float32 system from there down to ``tol``. The answer and its test are float32's;
     only the iterations that get close are cheaper.
 
