@@ -75,7 +75,8 @@ class Cell(Protocol):
     - ``state_bound(h_start, h_end) -> bound``: the boundary states come as (1, 1, K) and the
       bound is (1, 1, K) (anything that broadcasts against (B, n, K)): no fixed point has a
       larger |entry|, so a state that meets tol beyond it (plus
-      :attr:`~inn.nn.system.ImplicitSystem.BOUND_SLACK`) is a spurious root (``OUT_OF_BOUNDS``) and is solved again. [inf: no check]
+      :attr:`~inn.nn.system.ImplicitSystem.BOUND_SLACK`) is a spurious root
+      (``OUT_OF_BOUNDS``) and is solved again. [inf: no check]
     - ``output(H)`` and ``output_size``: the layer's output where the state is wider (the
       LSTM's state is [h; c], (B, n, 2k), its output h, (B, n, k)). [H]
     - ``supports_low_precision = True``: ``transition`` and the linearisation accept bfloat16

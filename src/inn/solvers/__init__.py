@@ -1,31 +1,33 @@
-"""Solvers for the implicit layer's equations H = F(H), forward and adjoint.
+"""Solvers for the implicit layer's equations H = F(H), forward and adjoint: re-exports.
 
-One entry point, :func:`solve`, validates the options once, builds the starting candidates
-and dispatches by name through the registry :data:`SOLVERS`: one :class:`SolverSpec` per
-solver (one solver per file), each option a :class:`SolverOption` with its type, range and
-default. :func:`register_solver` adds a solver; :func:`check_solver_options` is the one check
-of a solver's name and options, wherever they enter (the layer, ``solve``, the workflow's
-config, ``inn train --settings``). Every solver returns per-sequence iteration counts,
-residuals and :class:`ResultCode` values, collected in a :class:`SolverStats` record.
-:data:`ADJOINT_SOLVERS` solve the transposed linear system of the implicit backward pass
-(:mod:`inn.nn.implicit_function`), whose options are :data:`BACKWARD_OPTIONS`.
+- :mod:`inn.solvers.forward`: :func:`solve`, the one entry point: it checks the options, picks
+  the solver by name, runs it on the starting candidates (with the float64 and homotopy
+  fallbacks) and reports each sequence's outcome in a :class:`SolverStats` record.
+- :mod:`inn.solvers.table`: the forward solvers, :data:`SOLVERS`, one :class:`SolverSpec`
+  each (one solver per file), each option a :class:`SolverOption` with its type, range and
+  default; :func:`register_solver` adds one, :func:`check_solver_options` is the one check of
+  a solver's name and options wherever they enter (the layer, ``solve``, the workflow's
+  config, ``inn train --settings``).
+- :mod:`inn.solvers.adjoint`: the adjoints of the implicit backward pass
+  (:mod:`inn.nn.implicit_function`), exact (:data:`ADJOINT_SOLVERS`) and approximate
+  (:data:`APPROXIMATE_ADJOINTS`), one :class:`AdjointSpec` each with its own options; the
+  layer takes them as :data:`BACKWARD_OPTIONS` (``backward_*``).
 
-Solvers:
-
-- ``newton_krylov``: the paper's Newton-BiCGSTAB (:mod:`inn.solvers.newton_krylov`).
-- ``newton_direct``: Newton with exact block-tridiagonal solves (:mod:`inn.solvers.newton_direct`).
-- ``anderson``: Anderson-accelerated fixed-point iteration (:mod:`inn.solvers.anderson`).
-- ``fixed_point``: plain (damped) iteration H <- F(H), Anderson's degenerate case.
+Every solve returns per-sequence iterations, residuals and :class:`ResultCode` values
+(a :class:`SolveResult`). Forward solvers: ``newton_krylov`` (the paper's Newton-BiCGSTAB),
+``newton_direct`` (Newton with exact block-tridiagonal solves), ``anderson``
+(Anderson-accelerated fixed-point iteration), ``fixed_point`` (plain damped iteration).
 """
 
-from inn.solvers._common import ConvergenceWarning, FixedPointSystem, ResultCode, SolverStats
-from inn.solvers._registry import SolverOption, SolverSpec
+from inn.solvers._common import ConvergenceWarning, FixedPointSystem, ResultCode, SolveResult, SolverStats
+from inn.solvers._registry import AdjointSpec, SolverOption, SolverSpec
 from inn.solvers.adjoint import (
     ADJOINT_SOLVERS,
     APPROXIMATE_ADJOINTS,
     APPROXIMATE_OPTIONS,
     BACKWARD_OPTIONS,
     _adjoint_anderson,
+    adjoint_spec,
     copy_inverse,
 )
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
@@ -45,8 +47,8 @@ from inn.solvers.table import (
 )
 
 __all__ = [
-    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "BACKWARD_OPTIONS", "COMMON_OPTIONS", "ConvergenceWarning",
-    "FixedPointSystem", "KrylovInfo", "PAPER_OPTIONS", "ResultCode", "SOLVERS", "SolverOption", "SolverSpec",
-    "SolverStats", "bicgstab", "check_options", "check_solver_options", "register_solver", "solve", "solver_options",
-    "solver_spec",
+    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "BACKWARD_OPTIONS", "COMMON_OPTIONS", "PAPER_OPTIONS", "SOLVERS",
+    "AdjointSpec", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "ResultCode", "SolveResult", "SolverOption",
+    "SolverSpec", "SolverStats", "adjoint_spec", "bicgstab", "check_options", "check_solver_options",
+    "register_solver", "solve", "solver_options", "solver_spec",
 ]

@@ -7,6 +7,7 @@ runs them with the layer's ``backward_*`` options, whose records are :data:`BACK
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -15,31 +16,23 @@ from torch import Tensor
 
 from inn.solvers import anderson as _anderson
 from inn.solvers import cuda_graph as _graphs
-from inn.solvers._common import ResultCode, SolverStats, batch_norm, bcast
-from inn.solvers._registry import SolverOption
+from inn.solvers._common import ResultCode, SolveResult, SolverStats, batch_norm, bcast
+from inn.solvers._registry import AdjointSpec, SolverOption
 from inn.solvers.bicgstab import bicgstab
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve_transposed
 from inn.solvers.gmres import gmres
 from inn.solvers.tridiagonal import Tridiagonal
 
-# --------------------------------------------------------------------------- adjoint solvers
-# (lin, g, tol, max_iter, u0) -> (u, stats): solve (I - J^T) u = g, J = dF/dH at the solution;
+# --------------------------------------------------------------------------- exact adjoints
+# (lin, g, *, tol, max_iter, u0, **options) -> (u, stats): solve (I - J^T) u = g to tol;
 # ``u0``: a starting point (a warm start, e.g. the same sentence's adjoint in the previous
 # epoch), None for the solver's own.
 
 
-def _adjoint_stats(name: str, iterations: Tensor, inner: Tensor, res: Tensor, code: Tensor, lin_evals: int, jp: int):
-    return SolverStats(
-        solver=name,
-        newton_iterations=iterations.cpu(),
-        krylov_iterations=inner.cpu(),
-        residual=res.detach().cpu(),
-        converged=(code == int(ResultCode.CONVERGED)).cpu(),
-        code=code.cpu(),
-        candidate=torch.zeros_like(code).cpu(),
-        function_evals=lin_evals,
-        jacobian_products=jp,
-    )
+def _stats(name: str, result: SolveResult, products: int) -> SolverStats:
+    """An adjoint's stats: one linearisation (counted as one evaluation of F), ``products``
+    J^T products."""
+    return result.stats(name, function_evals=1, jacobian_products=products)
 
 
 def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | None = None):
@@ -48,7 +41,7 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     res = torch.where(batch_norm(g) > 0, info.residual / gn, torch.zeros_like(gn))
     code = torch.where(res <= tol, int(ResultCode.CONVERGED), info.code)
     zeros = torch.zeros_like(info.iterations)
-    return u, _adjoint_stats("bicgstab", zeros, info.iterations, res, code, 1, info.matvecs)
+    return u, _stats("bicgstab", SolveResult(u, zeros, info.iterations, res, code), info.matvecs)
 
 
 def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 30, u0: Tensor | None = None,
@@ -66,8 +59,8 @@ def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 
                     restart=restart, restrict=restrict if select is not None else None)
     scale = batch_norm(g)
     res = torch.where(scale > 0, info.residual / scale.clamp_min(torch.finfo(g.dtype).tiny), torch.zeros_like(scale))
-    return u, _adjoint_stats("gmres", info.iterations, torch.zeros_like(info.iterations), res, info.code, 1,
-                             info.matvecs)
+    return u, _stats("gmres", SolveResult(u, info.iterations, torch.zeros_like(info.iterations), res, info.code),
+                     info.matvecs)
 
 
 class _NoCoupling:
@@ -161,7 +154,7 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
     # J^T products: both passes' (bfloat16 ones too, as the forward counts its bfloat16 F)
-    return u, _adjoint_stats(name, its, torch.zeros_like(its), res, code, 1, low_evals + evals + checks)
+    return u, _stats(name, SolveResult(u, its, torch.zeros_like(its), res, code), low_evals + evals + checks)
 
 
 def _adjoint_restrict(select: Callable[[Tensor], Any], g: Tensor, scale: Tensor, low: bool = False):
@@ -196,19 +189,7 @@ def _adjoint_direct(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor | N
     res = batch_norm(u - lin.vjp(u) - g) / scale
     code = torch.where(res <= tol, int(ResultCode.CONVERGED), int(ResultCode.MAX_ITERATIONS))
     zeros = torch.zeros(g.shape[0], dtype=torch.int64, device=g.device)
-    return u, _adjoint_stats("direct", zeros + 1, zeros, res, code, 1, 1)
-
-
-#: name -> adjoint solver for the implicit backward pass
-ADJOINT_SOLVERS = {
-    "bicgstab": _adjoint_bicgstab,
-    "anderson": _adjoint_anderson,  # tridiagonal-preconditioned steps, Anderson-accelerated
-    "gmres": _adjoint_gmres,  # GMRES right-preconditioned by the same tridiagonal solve
-    "anderson_red_black": _adjoint_anderson_red_black,
-    "anderson_jacobi": _adjoint_anderson_jacobi,
-    "fixed_point": _adjoint_fixed_point,
-    "direct": _adjoint_direct,
-}
+    return u, _stats("direct", SolveResult(u, zeros + 1, zeros, res, code), 1)
 
 
 # --------------------------------------------------------------------------- approximate adjoints
@@ -218,11 +199,13 @@ ADJOINT_SOLVERS = {
 # product, as much as a phantom step). ``inn benchmark`` reports their gradient error.
 
 
-def _approximate_stats(name: str, g: Tensor, steps: int, products: int) -> SolverStats:
-    B = g.shape[0]
+def _approximate(name: str, u: Tensor, steps: int, products: int) -> tuple[Tensor, SolverStats]:
+    """u and its stats: ``steps`` iterations, "converged", residual NaN (not computed)."""
+    B = u.shape[0]
     code = torch.full((B,), int(ResultCode.CONVERGED), dtype=torch.int64)
-    return _adjoint_stats(name, torch.full((B,), steps, dtype=torch.int64), torch.zeros(B, dtype=torch.int64),
-                          torch.full((B,), float("nan")), code, 1, products)
+    iterations = torch.full((B,), steps, dtype=torch.int64)
+    result = SolveResult(u, iterations, torch.zeros(B, dtype=torch.int64), torch.full((B,), float("nan")), code)
+    return u, _stats(name, result, products)
 
 
 def _adjoint_phantom(lin, g: Tensor, *, steps: int = 5, damping: float = 1.0):
@@ -237,12 +220,12 @@ def _adjoint_phantom(lin, g: Tensor, *, steps: int = 5, damping: float = 1.0):
     for _ in range(steps - 1):
         v = damping * lin.vjp(v) + (1 - damping) * v
         total = total + v
-    return damping * total, _approximate_stats("phantom", g, steps, steps - 1)
+    return _approximate("phantom", damping * total, steps, steps - 1)
 
 
 def _adjoint_jacobian_free(lin, g: Tensor):
     """The Jacobian-free gradient (Fung et al. 2022): u = dL/dH, as if dF/dH were zero."""
-    return g, _approximate_stats("jacobian_free", g, 0, 0)
+    return _approximate("jacobian_free", g, 0, 0)
 
 
 def _adjoint_preconditioned(lin, g: Tensor):
@@ -252,39 +235,74 @@ def _adjoint_preconditioned(lin, g: Tensor):
     information along the sentence; the couplings through the weight matrices are dropped.
     Exact when the recurrent matrices are zero; costs one tridiagonal solve (for a cell with
     no coupling it is the Jacobian-free gradient)."""
-    return copy_inverse(lin).solve(g), _approximate_stats("preconditioned", g, 1, 0)
+    return _approximate("preconditioned", copy_inverse(lin).solve(g), 1, 0)
 
 
-#: name -> approximate adjoint, and the options each takes (``backward_<option>`` on the layer)
-APPROXIMATE_ADJOINTS = {
-    "phantom": _adjoint_phantom,
-    "jacobian_free": _adjoint_jacobian_free,
-    "preconditioned": _adjoint_preconditioned,
-}
-APPROXIMATE_OPTIONS = {"phantom": {"steps": 5, "damping": 1.0}, "jacobian_free": {}, "preconditioned": {}}
+# --------------------------------------------------------------------------- the registries
 
-#: the implicit backward's options, for every solver (the layer's ``backward_*``;
-#: :mod:`inn.nn.implicit_function` reads them)
-BACKWARD_OPTIONS = (
+#: the exact adjoints, by name (``backward_solver``)
+ADJOINT_SOLVERS: dict[str, AdjointSpec] = {}
+#: the approximate adjoints, by name (``backward_solver``)
+APPROXIMATE_ADJOINTS: dict[str, AdjointSpec] = {}
+
+for _spec in (
+    AdjointSpec("bicgstab", _adjoint_bicgstab, "BiCGSTAB on (I - J^T) u = g"),
+    AdjointSpec("anderson", _adjoint_anderson, "tridiagonal-preconditioned steps, Anderson-accelerated", (
+        SolverOption("low_precision", "auto", "the anderson adjoint's bfloat16 first steps, as low_precision",
+                     type="boolean", choices=("auto",)),
+        SolverOption("cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
+                     type="boolean", choices=("auto",), resumable=True),
+    ), compacts=True, inherits=("cuda_graph", "cuda_graph_steps")),
+    AdjointSpec("gmres", _adjoint_gmres, "GMRES right-preconditioned by the same tridiagonal solve", (
+        SolverOption("restart", 30, "gmres (and auto's gmres) only: Krylov vectors kept before a restart",
+                     type="integer", minimum=1),
+    ), compacts=True),
+    AdjointSpec("anderson_red_black", _adjoint_anderson_red_black, "Anderson on red-black Gauss-Seidel sweeps"),
+    AdjointSpec("anderson_jacobi", _adjoint_anderson_jacobi, "Anderson on plain u <- g + J^T u steps"),
+    AdjointSpec("fixed_point", _adjoint_fixed_point, "plain u <- g + J^T u steps"),
+    AdjointSpec("direct", _adjoint_direct, "the block-tridiagonal solve, exact"),
+    AdjointSpec("phantom", _adjoint_phantom, "damped unrolled steps from the solution", (
+        SolverOption("steps", 5, "phantom only: damped unrolled steps", type="integer", minimum=1),
+        SolverOption("damping", 1.0, "phantom only: their damping", type="number", exclusive_minimum=0, maximum=1),
+    ), exact=False),
+    AdjointSpec("jacobian_free", _adjoint_jacobian_free, "u = g", exact=False),
+    AdjointSpec("preconditioned", _adjoint_preconditioned, "u = (I - D^T)^{-1} g", exact=False),
+):
+    (ADJOINT_SOLVERS if _spec.exact else APPROXIMATE_ADJOINTS)[_spec.name] = _spec
+
+
+def adjoint_spec(name: str) -> AdjointSpec | None:
+    """The record of adjoint ``name``, exact or approximate, or None."""
+    return ADJOINT_SOLVERS.get(name) or APPROXIMATE_ADJOINTS.get(name)
+
+
+def as_backward(option: SolverOption) -> SolverOption:
+    """An adjoint's own option as the layer takes it: ``backward_<name>``."""
+    return dataclasses.replace(option, name=f"backward_{option.name}")
+
+
+#: approximate adjoint -> its own options and their defaults
+APPROXIMATE_OPTIONS = {name: spec.defaults for name, spec in APPROXIMATE_ADJOINTS.items()}
+
+#: the backward's own options that pick and bound the adjoint, for every adjoint
+_BACKWARD_SOLVE = (
     SolverOption("backward_solver", "auto", "the adjoint solve (auto: anderson, gmres once a CPU layer's adjoints "
                  "average over 30 iterations), or an approximate gradient",
                  choices=("auto", *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS)),
     SolverOption("backward_tol", None, "the adjoint's relative residual (null: tol)", type="number",
                  exclusive_minimum=0, nullable=True),
     SolverOption("backward_max_iter", 200, "the adjoint's iteration limit", type="integer", minimum=1),
-    SolverOption("backward_low_precision", "auto", "the anderson adjoint's bfloat16 first steps, as low_precision",
-                 type="boolean", choices=("auto",)),
-    SolverOption("backward_cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
-                 type="boolean", choices=("auto",), resumable=True),
-    SolverOption("backward_restart", 30, "gmres (and auto's gmres) only: Krylov vectors kept before a restart", type="integer",
-                 minimum=1),
-    SolverOption("backward_steps", APPROXIMATE_OPTIONS["phantom"]["steps"], "phantom only: damped unrolled steps",
-                 type="integer", minimum=1),
-    SolverOption("backward_damping", APPROXIMATE_OPTIONS["phantom"]["damping"], "phantom only: their damping",
-                 type="number", exclusive_minimum=0, maximum=1),
+)
+#: the backward's float64 retry of an exact adjoint (:func:`inn.nn.implicit_function.float64_fallback`)
+_BACKWARD_FALLBACK = (
     SolverOption("backward_fallback", "float64", "exact adjoints: solve the sequences a float32 adjoint leaves above "
                  "tol again on the float64 system (float64: Anderson; direct: block-tridiagonal; null: never)",
                  choices=("float64", "direct"), nullable=True),
     SolverOption("backward_fallback_after", 40, "float32 adjoint iterations before the fallback takes over",
                  type="integer", minimum=1),
 )
+_OWN = {o.name: as_backward(o) for spec in (*ADJOINT_SOLVERS.values(), *APPROXIMATE_ADJOINTS.values())
+        for o in spec.options}
+#: the implicit backward's options, for every solver (the layer's ``backward_*``;
+#: :mod:`inn.nn.implicit_function` reads them): its own, then each adjoint's as ``backward_<name>``
+BACKWARD_OPTIONS = (*_BACKWARD_SOLVE, *_OWN.values(), *_BACKWARD_FALLBACK)
