@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from inn.errors import InnError
-from inn.solvers._common import ConvergenceWarning, Counter, FixedPointSystem, ResultCode, SolverStats
+from inn.solvers._common import (
+    ConvergenceWarning,
+    Counter,
+    FixedPointSystem,
+    ResultCode,
+    SolveResult,
+    SolverStats,
+)
 from inn.solvers.homotopy import homotopy_solve
 from inn.solvers.table import _FALLBACK, _FALLBACK_AFTER, SOLVERS, check_options
 
@@ -62,22 +69,17 @@ def solve(
             previous epoch's weights. ``stats.candidate`` then counts it as candidate 0 and
             the ``candidates`` from 1.
         **options: the method's own options (:attr:`SolverSpec.options`). Among Anderson's,
-            ``fallback``: ``"homotopy"`` (default), ``"float64"`` or None. A float32 iterate near a nearly singular
-            fixed point can stall or overflow where the same system in float64 converges (a
-            trained walks INN: NONFINITE after 77 float32 Anderson steps, 20 steps in
-            float64). With a system that has a float64 copy (``in_precision``), each float32
-            candidate then runs at most ``fallback_after`` iterations, and the sequences that
-            every candidate leaves above tol are solved again on the float64 copy: first for
-            ``fallback_after`` iterations from where the float32 candidates stopped (their
-            lowest-residual iterate: most stop a few steps short of tol, by round-off or the
-            cut), then those still above tol from the first candidate, with ``max_iter``;
-            ``stats.candidate`` counts that solve after the
-            candidates, ``stats.extra["fallback"]`` how many sequences it took. With
-            ``"homotopy"`` (default) the sequences still above tol after that are solved by
-            a probability-one homotopy (:mod:`inn.solvers.homotopy`, seconds per sequence, on
-            the float64 copy or a float64 system), which reaches a fixed point where every
-            local solver stalls at a fold;
-            ``stats.extra["homotopy"]`` counts them, their path steps count as iterations.
+            ``fallback``: ``"homotopy"`` (default), ``"float64"`` or None, for the float32
+            iterates that stall or overflow near a nearly singular fixed point where the same
+            system in float64 converges. With a system that has a float64 copy
+            (``in_precision``), each float32 candidate then runs at most ``fallback_after``
+            iterations, and the sequences that every candidate leaves above tol are solved
+            again on the float64 copy (:func:`float64_retry`); ``stats.candidate`` counts that
+            solve after the candidates, ``stats.extra["fallback"]`` how many sequences it
+            took. With ``"homotopy"`` the sequences still above tol after that are solved by a
+            probability-one homotopy (:func:`homotopy_retry`), which reaches a fixed point
+            where every local solver stalls at a fold; ``stats.extra["homotopy"]`` counts
+            them, their path steps count as iterations.
 
     Returns:
         ``(H, stats)``: H (B, n, k), the solution (for a failed sequence, the best iterate);
@@ -88,6 +90,37 @@ def solve(
         InnError: unknown method or option, an option's value of the wrong type or out of its
             range (:func:`check_solver_options`), a ``start`` of the wrong shape; in strict mode, a
             failed solve.
+    """
+    kinds = check(system, method, candidates, candidate_mode, start, options)
+    spec = SOLVERS[method]  # pick
+    max_iter = spec.max_iter if max_iter is None else int(max_iter)
+    # solve's own options, not the solver function's (absent: the method's default, or none)
+    fallback = options.pop(_FALLBACK.name, spec.defaults.get(_FALLBACK.name))
+    fallback_after = options.pop(_FALLBACK_AFTER.name, _FALLBACK_AFTER.default)
+    precise = fallback is not None and has_float64_copy(system)
+    first_max_iter = min(max_iter, fallback_after) if precise else max_iter
+    runner = Runner(spec.function, options, tol, torch.Generator().manual_seed(seed), start)
+    best, cand = run_candidates(runner, system, kinds, candidate_mode, first_max_iter)  # run
+    extra: dict[str, int] = {}
+    if precise:
+        first = kinds[start is not None]  # the first of the candidates proper
+        extra.update(float64_retry(runner, system, best, cand, len(kinds), first, first_max_iter, max_iter))
+    if fallback == "homotopy":
+        extra.update(homotopy_retry(runner, system, best, cand, len(kinds) + precise, precise))
+    stats = best.stats(method, candidate=cand, function_evals=runner.counter.f,  # report
+                       jacobian_products=runner.counter.jp, extra=extra)
+    _report(stats, f"forward solve ({method})", tol, strict)
+    return best.solution, stats
+
+
+def check(system: FixedPointSystem, method: str, candidates: Sequence[str] | None, candidate_mode: str,
+          start: Tensor | None, options: dict[str, Any]) -> tuple[str, ...]:
+    """The starting points :func:`solve` runs, in order (``"start"`` first where a warm start
+    is given), once the method, its options, the candidate mode, the candidates and the warm
+    start's shape are checked.
+
+    Raises:
+        InnError: the first of them that is wrong, as one line.
     """
     check_options(method, options)
     if candidate_mode not in ("parallel", "fallback"):
@@ -101,91 +134,115 @@ def solve(
         if start.shape != system.shape:
             raise InnError(f"start has shape {tuple(start.shape)}; the solution has {tuple(system.shape)}")
         kinds = ("start",) + kinds
-    spec = SOLVERS[method]
-    solver = spec.function
-    max_iter = spec.max_iter if max_iter is None else int(max_iter)
-    generator = torch.Generator().manual_seed(seed)
-    counter = Counter()
-    # solve's own options, not the solver function's (absent: the method's default, or none)
-    fallback = options.pop(_FALLBACK.name, spec.defaults.get(_FALLBACK.name))
-    fallback_after = options.pop(_FALLBACK_AFTER.name, _FALLBACK_AFTER.default)
-    # a float64 copy for the fallback: float32 systems whose cell can give one
-    precise = fallback is not None and getattr(system, "has_precision_copy", False) \
-        and system.X.dtype == torch.float32
-    first_max_iter = min(max_iter, fallback_after) if precise else max_iter
+    return kinds
 
-    def guess(sub, kind: str, rows: Tensor | None) -> Tensor:
+
+def has_float64_copy(system: FixedPointSystem) -> bool:
+    """Whether the float64 retry applies: a float32 system whose cell can give a float64 copy."""
+    return bool(getattr(system, "has_precision_copy", False)) and system.X.dtype == torch.float32
+
+
+class Runner:
+    """Runs one solver function on stacked starting points of some of the batch's sequences,
+    with one :class:`~inn.solvers._common.Counter` for the whole solve. ``best`` (set by the
+    retries) is the best iterate so far, the ``"end"`` starting point."""
+
+    def __init__(self, function: Callable[..., Any], options: dict[str, Any], tol: float,
+                 generator: torch.Generator, start: Tensor | None) -> None:
+        self.function, self.options, self.tol = function, options, tol
+        self.generator, self.start = generator, start
+        self.counter = Counter()
+        self.best: SolveResult | None = None
+
+    def guess(self, sub: FixedPointSystem, kind: str, rows: Tensor | None) -> Tensor:
+        """The starting point ``kind`` of the sequences ``rows`` (None: all), whose system is ``sub``."""
         if kind == "end":  # where the float32 candidates stopped: their lowest-residual iterate
-            end = H[rows].to(sub.X.dtype)
+            end = self.best.solution[rows].to(sub.X.dtype)
             return torch.where(torch.isfinite(end), end, torch.zeros_like(end))
         if kind != "start":
-            return sub.initial_guess(kind, generator)
-        return start if rows is None else start[rows]
+            return sub.initial_guess(kind, self.generator)
+        return self.start if rows is None else self.start[rows]
 
-    def run(sub, kinds: Sequence[str], rows: Tensor | None = None, limit: int = first_max_iter):
-        guesses = [guess(sub, kind, rows) for kind in kinds]
+    def __call__(self, sub: FixedPointSystem, kinds: Sequence[str], rows: Tensor | None = None, *,
+                 limit: int) -> tuple[SolveResult, Tensor]:
+        """Each sequence of ``sub`` solved from each of ``kinds`` at once, at most ``limit``
+        iterations: the winner per sequence (:func:`pick_winner`) and its candidate index."""
+        guesses = [self.guess(sub, kind, rows) for kind in kinds]
         stacked = sub.repeat(len(kinds))
-        H, newton, krylov, res, code = solver(stacked, torch.cat(guesses, 0), len(kinds), counter, tol=tol,
-                                              max_iter=limit, **options)
+        result = self.function(stacked, torch.cat(guesses, 0), len(kinds), self.counter, tol=self.tol,
+                               max_iter=limit, **self.options)
+        if not isinstance(result, SolveResult):  # a registered solver that returns the 5-tuple
+            result = SolveResult(*result)
         # a small residual far outside the box is no solution
-        outside = stacked.outside_bounds(H) & (code == int(ResultCode.CONVERGED))
-        code = code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
-        return _pick_winner(H, newton, krylov, res, code, groups=len(kinds))
+        outside = stacked.outside_bounds(result.solution) & (result.code == int(ResultCode.CONVERGED))
+        result.code = result.code.masked_fill(outside, int(ResultCode.OUT_OF_BOUNDS))
+        return pick_winner(result, groups=len(kinds))
 
-    if candidate_mode == "parallel":
-        H, newton, krylov, res, code, cand = run(system, kinds)
-    else:
-        H, newton, krylov, res, code, cand = run(system, kinds[:1])
-        for index, kind in enumerate(kinds[1:], start=1):
-            retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
-            if retry.numel() == 0:
-                break
-            log.debug("retrying %d sequence(s) from candidate %r", retry.numel(), kind)
-            retried = run(system.select(retry), [kind], retry)
-            _take_better(retry, index, retried, H, newton, krylov, res, code, cand)
-    extra = {}
-    retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
-    if precise and retry.numel():
-        log.debug("solving %d sequence(s) again in float64", retry.numel())
-        extra["fallback"] = int(retry.numel())
-        # first from where float32 stopped (most misses stop a few steps short of tol there), then
-        # what that leaves from the first candidate, with max_iter
-        for kind, limit in (("end", first_max_iter), (tuple(candidates)[0], max_iter)):
-            retried = run(system.select(retry).in_precision(torch.float64), [kind], retry, limit=limit)
-            _take_better(retry, len(kinds), retried, H, newton, krylov, res, code, cand)
-            retry = (code != int(ResultCode.CONVERGED)).nonzero().flatten()
-            if retry.numel() == 0:
-                break
-    # the homotopy on float64 systems only (the float64 copy, or a float64 model's own): in
-    # float32 its corrections cannot settle (a float32 system without the copy keeps its misses)
-    if fallback == "homotopy" and retry.numel() and (precise or system.X.dtype == torch.float64):
-        exact = system.select(retry)
-        _homotopy_fallback(exact.in_precision(torch.float64) if precise else exact, retry, tol, generator, counter,
-                           H, newton, res, code, cand, len(kinds) + precise)
-        extra["homotopy"] = int(retry.numel())
-    stats = SolverStats(
-        solver=method,
-        newton_iterations=newton.cpu(),
-        krylov_iterations=krylov.cpu(),
-        residual=res.detach().cpu(),
-        converged=(code == int(ResultCode.CONVERGED)).cpu(),
-        code=code.cpu(),
-        candidate=cand.cpu(),
-        function_evals=counter.f,
-        jacobian_products=counter.jp,
-        extra=extra,
-    )
-    _report(stats, f"forward solve ({method})", tol, strict)
-    return H, stats
+
+def unconverged(best: SolveResult) -> Tensor:
+    """The indices of the sequences not converged so far."""
+    return (best.code != int(ResultCode.CONVERGED)).nonzero().flatten()
+
+
+def run_candidates(runner: Runner, system: FixedPointSystem, kinds: tuple[str, ...], mode: str,
+                   limit: int) -> tuple[SolveResult, Tensor]:
+    """The starting points ``kinds`` all at once (``"parallel"``), or each after the other
+    for the sequences the earlier ones left unconverged (``"fallback"``)."""
+    if mode == "parallel":
+        return runner(system, kinds, limit=limit)
+    best, cand = runner(system, kinds[:1], limit=limit)
+    for index, kind in enumerate(kinds[1:], start=1):
+        retry = unconverged(best)
+        if retry.numel() == 0:
+            break
+        log.debug("retrying %d sequence(s) from candidate %r", retry.numel(), kind)
+        take_better(best, cand, retry, index, runner(system.select(retry), [kind], retry, limit=limit))
+    return best, cand
+
+
+def float64_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, index: int,
+                  first: str, first_limit: int, max_iter: int) -> dict[str, int]:
+    """The sequences every float32 candidate left above tol, solved again on the float64 copy
+    of their systems: first for ``first_limit`` iterations from where float32 stopped (most
+    misses stop a few steps short of tol there), then those still above tol from the ``first``
+    candidate with ``max_iter``; a better result replaces the float32 one as candidate
+    ``index``. Returns ``{"fallback": how many}`` (empty if none needed it)."""
+    retry = unconverged(best)
+    if not retry.numel():
+        return {}
+    log.debug("solving %d sequence(s) again in float64", retry.numel())
+    runner.best = best
+    extra = {"fallback": int(retry.numel())}
+    for kind, limit in (("end", first_limit), (first, max_iter)):
+        retried = runner(system.select(retry).in_precision(torch.float64), [kind], retry, limit=limit)
+        take_better(best, cand, retry, index, retried)
+        retry = unconverged(best)
+        if retry.numel() == 0:
+            break
+    return extra
+
+
+def homotopy_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, index: int,
+                   precise: bool) -> dict[str, int]:
+    """The sequences still above tol, each solved by the homotopy (:func:`_homotopy_fallback`)
+    as candidate ``index``, on float64 systems only (the float64 copy where ``precise``, or a
+    float64 model's own: in float32 its corrections cannot settle, so a float32 system without
+    the copy keeps its misses). Returns ``{"homotopy": how many}`` (empty if none)."""
+    retry = unconverged(best)
+    if not retry.numel() or not (precise or system.X.dtype == torch.float64):
+        return {}
+    exact = system.select(retry)
+    _homotopy_fallback(exact.in_precision(torch.float64) if precise else exact, retry, runner.tol, runner.generator,
+                       runner.counter, best, cand, index)
+    return {"homotopy": int(retry.numel())}
 
 
 def _homotopy_fallback(exact, rows: Tensor, tol: float, generator: torch.Generator, counter: Counter,
-                       H: Tensor, newton: Tensor, res: Tensor, code: Tensor, cand: Tensor, index: int) -> None:
-    """The sequences ``rows`` that every candidate and the float64 retry left above tol, each
-    solved by the homotopy of :mod:`inn.solvers.homotopy` on ``exact``, their float64 systems
-    (in the order of ``rows``), from a random start in the box; its path steps count as
-    iterations, the sequence as candidate ``index``. One sequence at a time: each follows its
-    own curve, and they are rare (a few in 50,000 training walks of a trained walks INN)."""
+                       best: SolveResult, cand: Tensor, index: int) -> None:
+    """The sequences ``rows``, each solved by the homotopy of :mod:`inn.solvers.homotopy` on
+    ``exact``, their float64 systems (in the order of ``rows``), from a random start in the
+    box; its path steps count as iterations, the sequence as candidate ``index``. One sequence
+    at a time: each follows its own curve, and they are rare."""
     log.info("homotopy for %d sequence(s) no local solve converged on", rows.numel())
     for i, row in enumerate(rows.tolist()):
         one = exact.select(torch.tensor([i], device=rows.device))
@@ -198,30 +255,33 @@ def _homotopy_fallback(exact, rows: Tensor, tol: float, generator: torch.Generat
         except (NotImplementedError, AttributeError):  # a linearisation without Jacobian blocks
             log.debug("no Jacobian blocks: no homotopy")
             return
-        newton[row] += steps
+        best.iterations[row] += steps
         if c1 == int(ResultCode.CONVERGED) and bool(one.outside_bounds(H1)[0]):
             c1 = int(ResultCode.OUT_OF_BOUNDS)
-        if c1 == int(ResultCode.CONVERGED) or r1 < float(res[row]):
-            H[row] = H1[0].to(H.dtype)
-            res[row], code[row], cand[row] = r1, c1, index
+        if c1 == int(ResultCode.CONVERGED) or r1 < float(best.residual[row]):
+            best.solution[row] = H1[0].to(best.solution.dtype)
+            best.residual[row], best.code[row], cand[row] = r1, c1, index
 
 
-def _take_better(rows: Tensor, index: int, retried: tuple, H, newton, krylov, res, code, cand) -> None:
+def take_better(best: SolveResult, cand: Tensor, rows: Tensor, index: int,
+                retried: tuple[SolveResult, Tensor]) -> None:
     """Where a retry of ``rows`` converged or left a smaller residual, take its solution
-    (in H's dtype), residual and code, and name candidate ``index``; add its iterations."""
-    H2, n2, k2, r2, c2, _ = retried
-    better = (c2 == int(ResultCode.CONVERGED)) | (r2.to(res.dtype) < res[rows])
+    (in the best's dtype), residual and code, and name candidate ``index``; add its iterations."""
+    other, _ = retried
+    better = (other.code == int(ResultCode.CONVERGED)) | (other.residual.to(best.residual.dtype) < best.residual[rows])
     idx = rows[better]
-    H[idx] = H2[better].to(H.dtype)
-    res[idx], code[idx] = r2[better].to(res.dtype), c2[better]
+    best.solution[idx] = other.solution[better].to(best.solution.dtype)
+    best.residual[idx], best.code[idx] = other.residual[better].to(best.residual.dtype), other.code[better]
     cand[idx] = index
-    newton[rows] += n2
-    krylov[rows] += k2
+    best.iterations[rows] += other.iterations
+    best.inner_iterations[rows] += other.inner_iterations
 
 
-def _pick_winner(H, newton, krylov, res, code, groups: int):
+def pick_winner(result: SolveResult, groups: int) -> tuple[SolveResult, Tensor]:
     """Per sequence, the candidate that converged first (fewest iterations, earliest listed),
-    else the one with the lowest residual. Iterations are summed over all candidates run."""
+    else the one with the lowest residual, and its index. Iterations are summed over all
+    candidates run."""
+    H, newton, krylov, res, code = result
     C = groups
     B = H.shape[0] // C
     conv = (code == int(ResultCode.CONVERGED)).view(C, B)
@@ -230,9 +290,7 @@ def _pick_winner(H, newton, krylov, res, code, groups: int):
     res_v = torch.where(torch.isfinite(res), res, torch.full_like(res, float("inf"))).view(C, B)
     cand = torch.where(conv.any(0), order_conv.argmin(0), res_v.argmin(0))
     rows = cand * B + torch.arange(B, device=H.device)
-    return (
-        H[rows], newton.view(C, B).sum(0), krylov.view(C, B).sum(0), res[rows], code[rows], cand,
-    )
+    return SolveResult(H[rows], newton.view(C, B).sum(0), krylov.view(C, B).sum(0), res[rows], code[rows]), cand
 
 
 def _report(stats: SolverStats, what: str, tol: float, strict: bool) -> None:

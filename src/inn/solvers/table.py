@@ -47,9 +47,9 @@ _SWEEPS = ("tridiagonal", "red_black", "jacobi")  # inn.solvers.anderson.SWEEPS
 #: options :func:`solve` applies itself, not the solver function (see its ``fallback``), for
 #: the solvers that list them
 _FALLBACK = SolverOption("fallback", "homotopy", "solve the sequences a float32 solve leaves above tol again on the "
-                         "float64 system, from where float32 stopped, then from the first candidate; homotopy: then track a probability-one homotopy "
-                         "for those that are still above it (null: never)", choices=("float64", "homotopy"),
-                         nullable=True)
+                         "float64 system, from where float32 stopped, then from the first candidate; homotopy: then "
+                         "track a probability-one homotopy for those that are still above it (null: never)",
+                         choices=("float64", "homotopy"), nullable=True)
 _FALLBACK_AFTER = SolverOption("fallback_after", 100, "float32 iterations per candidate before the fallback takes "
                                "over", type="integer", minimum=1)
 FALLBACK_OPTIONS = (_FALLBACK, _FALLBACK_AFTER)
