@@ -32,10 +32,9 @@ CUDA graphs (``backward_cuda_graph``: True, False or ``"auto"``; default the for
 sync per segment (:mod:`inn.solvers.cuda_graph`).
 
 Float64 fallback (``backward_fallback``, ``"float64"`` by default; None turns it off): on
-trained weights a few sequences
-have an ill-conditioned adjoint system (on the b = 0.5 walks INN sigma_min(I - J) ~ 3e-6 and
-||u|| ~ 2e4 ||dL/dH||), where float32 J^T products are too coarse for the relative residual
-1e-4 and the float32 solve stagnates to its limit. With ``"float64"`` (Anderson) or
+trained weights a few sequences have an ill-conditioned adjoint system, where float32 J^T
+products are too coarse for the relative residual 1e-4 and the float32 solve stagnates to
+its limit. With ``"float64"`` (Anderson) or
 ``"direct"`` (the block-tridiagonal solve) the sequences still above tol after
 ``backward_fallback_after`` float32 iterations (40) are solved again in float64, on the
 system's float64 copy at the same solution; their residual is then that system's.
@@ -64,8 +63,7 @@ from inn.solvers.anderson import compaction_pays
 log = logging.getLogger(__name__)
 
 #: ``backward_solver="auto"``: mean Anderson adjoint iterations a batch past which the GMRES
-#: adjoint pays on a CPU (docs/decisions.md: half the iterations and 13-18% less adjoint time
-#: from 30 on at k = 200; slower near 20 at k = 448, where Anderson's first steps run in bfloat16)
+#: adjoint pays on a CPU (the measurements are in docs/decisions.md)
 GMRES_PAYS_FROM = 30
 #: ... averaged over this many consecutive backward passes of one layer
 AUTO_WINDOW = 20

@@ -267,9 +267,9 @@ class ImplicitSystem(BatchTensors):
     ``h_start``, ``h_end``: the boundary states (K entries).
     """
 
-    #: how far past :meth:`state_bound` a state may lie and still count as a solution. On a
-    #: trained walk INN the saturated units of genuine solutions (tol 1e-4) lay within 1e-3 of
-    #: the box, the spurious roots of the relative residual 0.07 to 19 beyond it.
+    #: how far past :meth:`state_bound` a state may lie and still count as a solution: the
+    #: saturated units of genuine solutions lie just past the box (by round-off at tol), the
+    #: spurious roots of the relative residual far beyond it.
     BOUND_SLACK = 0.01
 
     def __init__(self, cell: nn.Module, X: Tensor, mask: Tensor, weights: tuple[Tensor, ...], h_start: Tensor,
@@ -381,9 +381,8 @@ class ImplicitSystem(BatchTensors):
         """(B,) bool: sequences whose state leaves the box every fixed point lies in.
 
         A relative residual ||H - F(H)|| / ||H|| below tol is not proof of a solution: where
-        the copy coupling makes I - dF/dH nearly singular, a state far out (|h| up to 20 on a
-        trained walk INN, whose fixed points all have |h| <= 1) can pass it, its residual
-        small against its own large norm. :func:`inn.solvers.solve` rejects such a state
+        the copy coupling makes I - dF/dH nearly singular, a state far outside the box can pass
+        it, its residual small against its own large norm. :func:`inn.solvers.solve` rejects such a state
         (:attr:`~inn.solvers.ResultCode.OUT_OF_BOUNDS`) and retries the sequence from its
         next starting candidate."""
         return (H.abs() > self.state_bound() + self.BOUND_SLACK).flatten(1).any(1)
