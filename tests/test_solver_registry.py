@@ -59,11 +59,13 @@ def test_the_schema_takes_solver_names_from_the_registry():
 
 
 def test_a_registered_solver_is_a_name_the_config_accepts(monkeypatch):
-    monkeypatch.setattr(S, "SOLVERS", dict(S.SOLVERS))
     import inn.experiment.config as config_module
+    import inn.solvers.table as table
 
-    monkeypatch.setattr(config_module, "SOLVERS", S.SOLVERS)
-    spec = dataclasses.replace(S.SOLVERS["fixed_point"], name="damped", options=(
+    solvers = dict(S.SOLVERS)  # the registry register_solver adds to, and the config reads, for this test alone
+    monkeypatch.setattr(table, "SOLVERS", solvers)
+    monkeypatch.setattr(config_module, "SOLVERS", solvers)
+    spec = dataclasses.replace(solvers["fixed_point"], name="damped", options=(
         S.SolverOption("beta", 0.5, "damping", type="number", exclusive_minimum=0, maximum=1),))
     S.register_solver(spec)
     config = validate_config({"solver": {"name": "damped", "options": {"beta": 0.25}}}, SCHEMA)

@@ -35,7 +35,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -176,7 +176,7 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
         raise InnError(f"--breakdown times exact adjoints only; the model's backward solver is {method!r}")
     solve, adjoint, linearized = solvers.solve, ADJOINT_SOLVERS[method], layer.linearized_transition
     solvers.solve = timer.wrap("solve", solve)
-    ADJOINT_SOLVERS[method] = timer.wrap("adjoint", adjoint)
+    ADJOINT_SOLVERS[method] = replace(adjoint, function=timer.wrap("adjoint", adjoint.function))
     layer.linearized_transition = timer.wrap("F", linearized)
     captured: dict[str, torch.Tensor] = {}
     hook = layer.register_forward_hook(lambda module, args, output: captured.__setitem__("H", output))

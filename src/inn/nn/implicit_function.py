@@ -32,10 +32,9 @@ CUDA graphs (``backward_cuda_graph``: True, False or ``"auto"``; default the for
 sync per segment (:mod:`inn.solvers.cuda_graph`).
 
 Float64 fallback (``backward_fallback``, ``"float64"`` by default; None turns it off): on
-trained weights a few sequences
-have an ill-conditioned adjoint system (on the b = 0.5 walks INN sigma_min(I - J) ~ 3e-6 and
-||u|| ~ 2e4 ||dL/dH||), where float32 J^T products are too coarse for the relative residual
-1e-4 and the float32 solve stagnates to its limit. With ``"float64"`` (Anderson) or
+trained weights a few sequences have an ill-conditioned adjoint system, where float32 J^T
+products are too coarse for the relative residual 1e-4 and the float32 solve stagnates to
+its limit. With ``"float64"`` (Anderson) or
 ``"direct"`` (the block-tridiagonal solve) the sequences still above tol after
 ``backward_fallback_after`` float32 iterations (40) are solved again in float64, on the
 system's float64 copy at the same solution; their residual is then that system's.
@@ -58,14 +57,13 @@ from torch import Tensor
 
 from inn import solvers
 from inn.errors import InnError
-from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, ConvergenceWarning, cuda_graph
+from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, ConvergenceWarning, adjoint_spec, cuda_graph
 from inn.solvers.anderson import compaction_pays
 
 log = logging.getLogger(__name__)
 
 #: ``backward_solver="auto"``: mean Anderson adjoint iterations a batch past which the GMRES
-#: adjoint pays on a CPU (docs/decisions.md: half the iterations and 13-18% less adjoint time
-#: from 30 on at k = 200; slower near 20 at k = 448, where Anderson's first steps run in bfloat16)
+#: adjoint pays on a CPU (the measurements are in docs/decisions.md)
 GMRES_PAYS_FROM = 30
 #: ... averaged over this many consecutive backward passes of one layer
 AUTO_WINDOW = 20
@@ -89,7 +87,8 @@ def check_backward_options(options: dict[str, Any]) -> None:
     if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS and method != "auto":
         raise InnError(f"unknown backward solver {method!r}; choose one of "
                        f"{', '.join(['auto', *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
-    own = {f"backward_{key}" for key in APPROXIMATE_OPTIONS.get(method, {})}
+    own = {f"backward_{option.name}" for option in APPROXIMATE_ADJOINTS[method].options} \
+        if method in APPROXIMATE_ADJOINTS else set()
     stray = sorted({"backward_steps", "backward_damping"} & set(options) - own)
     if stray:
         raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
@@ -144,19 +143,12 @@ class ImplicitBackward(torch.autograd.Function):
         with torch.no_grad():
             # padded outputs are constant zero: their incoming gradient is irrelevant
             g = grad * lin.system.maskf
-            if method in APPROXIMATE_ADJOINTS:
-                extra = {key: opts.get(f"backward_{key}", value) for key, value in APPROXIMATE_OPTIONS[method].items()}
-                u, stats = APPROXIMATE_ADJOINTS[method](lin, g, **extra)
+            spec = adjoint_spec(method)
+            extra = spec.arguments(opts, layer.options)  # its own options (anderson: the forward's cuda_graph)
+            if not spec.exact:
+                u, stats = spec.function(lin, g, **extra)
             else:
-                extra = {}
-                if method == "gmres" and "backward_restart" in opts:
-                    extra = {"restart": opts.pop("backward_restart")}
-                if method == "anderson":  # CUDA graphs: the forward's setting unless backward_cuda_graph says else
-                    extra = {"low_precision": opts.pop("backward_low_precision", "auto"),
-                             "cuda_graph": opts.pop("backward_cuda_graph", layer.options.get("cuda_graph", False))}
-                    if "cuda_graph_steps" in layer.options:
-                        extra["cuda_graph_steps"] = layer.options["cuda_graph_steps"]
-                if (method in ("anderson", "gmres") and ctx.H is not None
+                if (spec.compacts and ctx.H is not None
                         and compaction_pays(g.device, layer.options.get("compact", "auto"))):
                     H = ctx.H  # the sequences that go on, linearised again alone
                     extra["select"] = lambda rows: lin.system.select(rows).linearize(H[rows])
@@ -164,7 +156,7 @@ class ImplicitBackward(torch.autograd.Function):
                 if start is not None and start.shape == g.shape:
                     extra["u0"] = start.to(g.dtype) * lin.system.maskf
                 first_max = min(max_iter, fallback_after) if fallback and g.dtype != torch.float64 else max_iter
-                u, stats = ADJOINT_SOLVERS[method](lin, g, tol=tol, max_iter=first_max, **extra)
+                u, stats = spec.function(lin, g, tol=tol, max_iter=first_max, **extra)
                 if auto and method == "anderson":
                     observe_adjoint(layer, stats)  # its float32 steps: what GMRES would replace
                 if fallback and g.dtype != torch.float64 and stats.num_failed and ctx.H is not None:
@@ -226,9 +218,10 @@ def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how:
     lin64 = system.linearize(H[rows].to(torch.float64))
     g64 = g[rows].to(torch.float64)
     if how == "direct":
-        u64, st = ADJOINT_SOLVERS["direct"](lin64, g64, tol=tol, max_iter=1)
+        u64, st = ADJOINT_SOLVERS["direct"].function(lin64, g64, tol=tol, max_iter=1)
     else:
-        u64, st = ADJOINT_SOLVERS["anderson"](lin64, g64, tol=tol, max_iter=max_iter, u0=u[rows].to(torch.float64))
+        u64, st = ADJOINT_SOLVERS["anderson"].function(lin64, g64, tol=tol, max_iter=max_iter,
+                                                      u0=u[rows].to(torch.float64))
     u = u.clone()
     u[rows] = u64.to(u.dtype)
     cpu = rows.cpu()

@@ -6,7 +6,7 @@
     htilde = tanh(W x_t + U (r * hhat_t) + b)        h_t = (1 - z) * hhat_t + z * htilde
 
 with h_0 = h_s and h_{n+1} = h_e. :class:`GRUCell` is this f as a cell of
-:class:`inn.nn.ImplicitSequence` with every hook (:class:`inn.nn.implicit_layer.Cell`):
+:class:`inn.nn.ImplicitSequence` with every hook (:class:`inn.nn.sequence.Cell`):
 
 - the input terms ``W x + b`` split off (``project``: x is fixed during a solve, so only the
   U-products cost anything), and ``transition`` on them with the recurrent matrices passed in;
@@ -40,16 +40,8 @@ import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
-from inn.nn.implicit_layer import (
-    CellLinearization,
-    HeldCell,
-    ImplicitSequence,
-    ImplicitSystem,
-    affine,
-    neighbours,
-    product,
-    switch,
-)
+from inn.nn.sequence import HeldCell, ImplicitSequence
+from inn.nn.system import CellLinearization, ImplicitSystem, affine, neighbours, product, switch
 from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
@@ -184,7 +176,7 @@ class GRULinearization(CellLinearization):
 
 class GRUCell(HeldCell):
     """The implicit GRU's cell f(x_t, h_{t-1}, h_{t+1}) with every hook of
-    :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
+    :class:`inn.nn.sequence.Cell` (see the module docstring).
 
     Parameters: ``weight_x`` (5k, input_size) and ``bias`` (5k), the input terms for p, n, z, r
     and the candidate; ``weight_pn`` U_p; U_n (2k, k), ``weight_zr`` U_z; U_r (2k, k),

@@ -16,8 +16,8 @@ equations are a contraction and |c| <= 1 / (1 - forget_max) at every fixed point
 The state of a position is [h_t; c_t] (width 2k), so the solvers, which work on (B, n, K)
 tensors, take it unchanged; the boundary states [h_s; c_s] and [h_e; c_e] are zero (or
 learned), and the layer outputs h. The switch is the implicit GRU's, computed stably
-(:func:`inn.nn.implicit_layer.switch`). :class:`LSTMCell` is this cell for
-:class:`inn.nn.ImplicitSequence`, with the hooks (:class:`inn.nn.implicit_layer.Cell`):
+(:func:`inn.nn.system.switch`). :class:`LSTMCell` is this cell for
+:class:`inn.nn.ImplicitSequence`, with the hooks (:class:`inn.nn.sequence.Cell`):
 
 - the input terms split off (``project``) and ``transition`` on them;
 - :class:`LSTMLinearization`: J V, J^T V and the 2k x 2k Jacobian blocks analytically (six
@@ -40,16 +40,8 @@ import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
-from inn.nn.implicit_layer import (
-    CellLinearization,
-    HeldCell,
-    ImplicitSequence,
-    ImplicitSystem,
-    affine,
-    neighbours,
-    product,
-    switch,
-)
+from inn.nn.sequence import HeldCell, ImplicitSequence
+from inn.nn.system import CellLinearization, ImplicitSystem, affine, neighbours, product, switch
 from inn.errors import InnError
 from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
@@ -200,7 +192,7 @@ class LSTMLinearization(CellLinearization):
 
 class LSTMCell(HeldCell):
     """The implicit LSTM's cell, state [h; c] (2k) -> [h; c], with the hooks of
-    :class:`inn.nn.implicit_layer.Cell` (see the module docstring).
+    :class:`inn.nn.sequence.Cell` (see the module docstring).
 
     Parameters: ``weight_x`` (6k, input_size) and ``bias`` (6k), the input terms for p, n, i,
     f, o, g; ``weight_pn`` U_p; U_n (2k, k); ``weight_gates`` U_i; U_f; U_o; U_g (4k, k).

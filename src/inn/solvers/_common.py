@@ -1,9 +1,9 @@
-"""Shared pieces of the solvers: result codes, the stats record, the system protocol, norms.
+"""Shared pieces of the solvers: result codes, the result and stats records, the system protocol, norms.
 
 Every nonlinear solver in this package solves the same problem, ``G(H) = H - F(H) = 0`` for a
 batch of independent systems (one per sequence), and reports per system how it went. The
 system is anything that follows :class:`FixedPointSystem`, the whole of what the solvers call;
-:class:`inn.nn.ImplicitSequence` builds one (:class:`inn.nn.implicit_layer.ImplicitSystem`)
+:class:`inn.nn.ImplicitSequence` builds one (:class:`inn.nn.system.ImplicitSystem`)
 per forward pass, for any cell.
 """
 
@@ -107,7 +107,7 @@ class FixedPointSystem(Protocol):
     def graphable(self) -> bool:
         """Whether its solves may be captured as CUDA graphs (:mod:`inn.solvers.cuda_graph`,
         which also calls ``static_clone``, ``load_`` and ``tensors`` of
-        :class:`inn.nn.implicit_layer.BatchTensors` on graphable systems)."""
+        :class:`inn.nn.system.BatchTensors` on graphable systems)."""
 
 
 def batch_norm(X: Tensor) -> Tensor:
@@ -166,6 +166,45 @@ class SolverStats:
             "function_evals": self.function_evals,
             "jacobian_products": self.jacobian_products,
         }
+
+
+@dataclass
+class SolveResult:
+    """What one batched solve found, per sequence, forward or adjoint: the solution and (B,)
+    tensors of its outer and inner iterations, relative residual and :class:`ResultCode`.
+
+    A forward solver function returns one (:attr:`inn.solvers.SolverSpec.function`); the
+    adjoints build their :class:`SolverStats` from one. It unpacks as the 5-tuple
+    ``(solution, iterations, inner_iterations, residual, code)`` that solver functions
+    returned before it, and a registered solver may still return that tuple.
+    """
+
+    solution: Tensor  #: (B, n, K)
+    iterations: Tensor  #: outer iterations (Newton steps, Anderson/fixed-point steps)
+    inner_iterations: Tensor  #: inner linear-solver iterations summed over outer steps
+    residual: Tensor  #: final relative residual
+    code: Tensor  #: :class:`ResultCode` values
+
+    def __iter__(self):
+        return iter((self.solution, self.iterations, self.inner_iterations, self.residual, self.code))
+
+    def stats(self, solver: str, *, candidate: Tensor | None = None, function_evals: int = 0,
+              jacobian_products: int = 0, extra: dict | None = None) -> SolverStats:
+        """The :class:`SolverStats` record of this result (CPU tensors), ``candidate`` the
+        winning starting point of each sequence (default: 0, the only one)."""
+        code = self.code.cpu()
+        return SolverStats(
+            solver=solver,
+            newton_iterations=self.iterations.cpu(),
+            krylov_iterations=self.inner_iterations.cpu(),
+            residual=self.residual.detach().cpu(),
+            converged=code == int(ResultCode.CONVERGED),
+            code=code,
+            candidate=torch.zeros_like(code) if candidate is None else candidate.cpu(),
+            function_evals=function_evals,
+            jacobian_products=jacobian_products,
+            extra=extra or {},
+        )
 
 
 class Counter:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from inn.solvers._common import Counter, ResultCode, batch_norm, bcast, relative_residual
+from inn.solvers._common import Counter, ResultCode, SolveResult, batch_norm, bcast, relative_residual
 
 #: (linearization, rhs, inner relative tolerance per sample) -> (dH, inner iterations (B,))
 LinearStep = Callable[[object, Tensor, Tensor], tuple[Tensor, Tensor]]
@@ -38,8 +38,8 @@ def newton_loop(
     max_backtracks: int = 6,
     forcing: str | float = "adaptive",
     divergence_factor: float = 1e4,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Run Newton's method; returns (H, newton iterations, inner iterations, residual, code).
+) -> SolveResult:
+    """Run Newton's method; returns H with its Newton and inner iterations, residual and code.
 
     ``forcing``: the inner solve's relative tolerance; a float, or ``"adaptive"``
     (Eisenstat-Walker choice 2, never tighter than needed to reach ``tol`` in this step and
@@ -121,4 +121,4 @@ def newton_loop(
             lin = lin_new
     converged = (res <= tol) & ~failed
     code = torch.where(converged, int(ResultCode.CONVERGED), code)
-    return H, newton_it, inner_it, res, code
+    return SolveResult(H, newton_it, inner_it, res, code)

@@ -1,8 +1,9 @@
-"""The records of the solver registry: one :class:`SolverSpec` per solver, one
-:class:`SolverOption` per option (type, range or choices, default, a line of doc).
+"""The records of the solver registries: one :class:`SolverSpec` per forward solver, one
+:class:`AdjointSpec` per adjoint, one :class:`SolverOption` per option (type, range or
+choices, default, a line of doc).
 
-The registry itself, the built-in solvers' records and :func:`inn.solvers.check_solver_options`
-live in :mod:`inn.solvers`; here are the records and how one option judges a value, so that
+The registries themselves live in :mod:`inn.solvers.table` (forward) and
+:mod:`inn.solvers.adjoint`; here are the records and how one option judges a value, so that
 every place an option enters (the layer, ``solve``, the workflow's config, ``inn train
 --settings``) refuses the same values with the same line.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,8 +137,8 @@ class SolverSpec:
     layer, the config check and the docs know of it. Adding a solver is one
     :func:`inn.solvers.register_solver` call.
 
-    ``function(system, H0, groups, counter, *, tol, max_iter, **options) -> (H, newton
-    iterations, krylov iterations, residual, code)`` solves the stacked candidates (see the
+    ``function(system, H0, groups, counter, *, tol, max_iter, **options) ->``
+    :class:`~inn.solvers.SolveResult` solves the stacked candidates (see the
     built-in ones, e.g. :func:`inn.solvers.anderson.anderson`); ``options`` are its own
     keyword options beside ``tol`` and ``max_iter`` (their defaults are the function's);
     ``max_iter`` is its outer-iteration limit by default and ``candidates`` its starting
@@ -155,3 +156,45 @@ class SolverSpec:
     def defaults(self) -> dict[str, Any]:
         """The solver's own options and their defaults."""
         return {option.name: option.default for option in self.options}
+
+
+@dataclass(frozen=True)
+class AdjointSpec:
+    """One adjoint solver of the implicit backward pass: (I - J^T) u = g, J = dF/dH at the
+    solution, g the incoming gradient (:mod:`inn.solvers.adjoint`).
+
+    ``function(lin, g, *, tol, max_iter, u0, **options) -> (u, stats)`` for an ``exact``
+    adjoint (``u0`` a warm start or None; ``select``, ``rows -> the linearisation of those
+    sequences alone``, where it ``compacts``), ``function(lin, g, **options) -> (u, stats)``
+    for an approximate one, which has no tolerance to meet. ``options`` are its own keyword
+    options, which the layer takes as ``backward_<name>``; ``inherits`` names the forward
+    solve's options it takes as they are (the Anderson adjoint's ``cuda_graph``), an own
+    option of the same name whose value is None deferring to them.
+    """
+
+    name: str
+    function: Callable[..., Any]
+    doc: str
+    options: tuple[SolverOption, ...] = ()
+    exact: bool = True
+    compacts: bool = False
+    inherits: tuple[str, ...] = ()
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """The adjoint's own options and their defaults."""
+        return {option.name: option.default for option in self.options}
+
+    def arguments(self, backward: Mapping[str, Any], forward: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword options to call :attr:`function` with, from the layer's ``backward``
+        options (``backward_<name>``) and its ``forward`` solve's: each own option as given,
+        else the inherited forward option of its name, else its default (a None default: the
+        function's own)."""
+        values = {name: forward[name] for name in self.inherits if name in forward}
+        for option in self.options:
+            key = f"backward_{option.name}"
+            if key in backward:
+                values[option.name] = backward[key]
+            elif option.name not in values and option.default is not None:
+                values[option.name] = option.default
+        return values

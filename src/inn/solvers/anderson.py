@@ -48,7 +48,7 @@ from torch import Tensor
 
 from inn.errors import InnError
 from inn.solvers import cuda_graph as graphs
-from inn.solvers._common import Counter, ResultCode, batch_norm, bcast, relative_residual
+from inn.solvers._common import Counter, ResultCode, SolveResult, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
 INF = float("inf")
@@ -456,12 +456,13 @@ def _map(system, sweep: str):
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
              memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
              divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
-             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS, compact: bool | str = "auto"):
+             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS,
+             compact: bool | str = "auto") -> SolveResult:
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`.
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
     :func:`low_precision_pays`): first iterate on the system with bfloat16 matrix products
-    (:meth:`inn.nn.implicit_layer.ImplicitSystem.low_precision`) down to ``low_precision_tol``, then
+    (:meth:`inn.nn.system.ImplicitSystem.low_precision`) down to ``low_precision_tol``, then
     on the float32 system from there down to ``tol``. The answer and its test are float32's;
     only the iterations that get close are cheaper.
 
@@ -491,7 +492,7 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
                                                 **kwargs)
     counter.f += evals + checks
     its = its + its_low
-    return H, its, torch.zeros_like(its), res, code
+    return SolveResult(H, its, torch.zeros_like(its), res, code)
 
 
 #: the most steps of the low-precision first pass (it reaches 3e-3 in 6-8 on trained weights)
@@ -562,7 +563,7 @@ def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_
 
 
 def fixed_point(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
-                beta: float = 1.0, sweep: str = "jacobi", divergence_factor: float = 1e4):
+                beta: float = 1.0, sweep: str = "jacobi", divergence_factor: float = 1e4) -> SolveResult:
     """Plain (damped) iteration H <- (1 - beta) H + beta T(H): Anderson with no memory."""
     return anderson(system, H, groups, counter, tol=tol, max_iter=max_iter, memory=0, beta=beta,
                     sweep=sweep, divergence_factor=divergence_factor, low_precision=False)

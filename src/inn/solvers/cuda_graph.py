@@ -12,7 +12,7 @@ the ``anderson`` adjoint of the backward pass use it.
   shapes, dtypes and device of every input tensor), least recently used first out past
   :data:`CACHE_SIZE`. The trainer batches by length buckets, so shapes repeat.
 - Static buffers: an entry holds copies of its inputs (the system or linearisation:
-  ``static_clone`` of :class:`inn.nn.implicit_layer.BatchTensors`; tensors), of the starting
+  ``static_clone`` of :class:`inn.nn.system.BatchTensors`; tensors), of the starting
   point and of the Anderson state; a later solve of the same signature copies its own into
   them (``load_``) and replays.
 - Capture: a segment's first run is its warm-up, on a side stream, and its result is kept;
@@ -106,7 +106,7 @@ def warn_once(reason: str, message: str) -> None:
 
 def signature(value: Any) -> tuple:
     """What a captured segment's inputs must match: the structure and every tensor's shape,
-    dtype and device (a :class:`~inn.nn.implicit_layer.BatchTensors` by its tensors' names)."""
+    dtype and device (a :class:`~inn.nn.system.BatchTensors` by its tensors' names)."""
     if value is None:
         return ()
     if isinstance(value, Tensor):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from inn.solvers._common import Counter
+from inn.solvers._common import Counter, SolveResult
 from inn.solvers._newton import newton_loop
 from inn.solvers.block_tridiagonal import block_tridiagonal_solve
 
@@ -28,7 +28,7 @@ def newton_direct(
     line_search: bool = True,
     max_backtracks: int = 6,
     divergence_factor: float = 1e4,
-):
+) -> SolveResult:
     """Newton with exact block-elimination linear solves; see :func:`inn.solvers.solve`."""
 
     def linear_step(lin, b: Tensor, eta: Tensor):

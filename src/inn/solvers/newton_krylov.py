@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from inn.solvers._common import Counter
+from inn.solvers._common import Counter, SolveResult
 from inn.solvers._newton import newton_loop
 from inn.solvers.bicgstab import bicgstab
 
@@ -40,7 +40,7 @@ def newton_krylov(
     max_backtracks: int = 6,
     global_dots: bool = False,
     divergence_factor: float = 1e4,
-):
+) -> SolveResult:
     """Newton-Krylov on the stacked candidates; see :func:`inn.solvers.solve`."""
 
     def linear_step(lin, b: Tensor, eta: Tensor):
