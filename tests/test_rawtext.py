@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import re
+import time
 
 import pytest
 
@@ -80,6 +82,41 @@ def test_ptb_brackets_are_read_as_the_escapes_training_saw():
 def test_ud_clitics_are_multiword_tokens(text, tokens):
     (sentence,) = Tokenizer("ud", VOCABULARY).split(text)
     assert _tokens([sentence]) == [tokens]
+
+
+@pytest.mark.parametrize("convention", ["ud", "ptb"])
+def test_a_line_break_inside_a_paragraph_tokenizes_as_a_space(convention):
+    """Wrapped running text (UD's .txt files, ``inn conllu-text``) splits as unwrapped: the
+    Treebank rules for clitics need a space after them, and a line break is one."""
+    tokenizer = Tokenizer(convention, VOCABULARY)
+    wrapped = "So I'm\ngoing home and it's\r\nlate, isn't\tit? We can\nnot stay.\n"
+    spaced = re.sub(r"\s", " ", wrapped)
+    assert _tokens(tokenizer.split(wrapped)) == _tokens(tokenizer.split(spaced))
+    assert _tokens(tokenizer.split(wrapped))[0][1:3] == ([["I", "'m"], ["going"]] if convention == "ud"
+                                                         else [["I"], ["'m"]])
+    for sentence in tokenizer.split(wrapped):
+        assert all(wrapped[w.start:w.end] == w.form for w in sentence.words)
+
+
+@pytest.mark.parametrize("unit", ["a", "-"])
+def test_a_long_run_without_a_space_tokenizes_in_linear_work(unit):
+    """A line of one long token (a million characters did not return in five minutes: the
+    e-mail pattern was tried from every position of the run, and a run of ``-`` was joined
+    piece by piece). Eight times the text must cost far less than the 64 times a quadratic step
+    gives (linear: about 8); CPU time, best of two, so that a busy machine does not decide."""
+    tokenizer = Tokenizer("ud", VOCABULARY)
+
+    def cost(n: int) -> float:
+        text = unit * n
+        best = math.inf
+        for _ in range(2):
+            start = time.process_time()
+            sentences = tokenizer.split(text)
+            best = min(best, time.process_time() - start)
+        assert "".join(t.form for s in sentences for t in s.tokens) == text
+        return best
+
+    assert cost(80_000) < 24 * max(cost(10_000), 0.002)
 
 
 def test_ptb_clitics_are_tokens_of_their_own():

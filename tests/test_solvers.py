@@ -69,6 +69,16 @@ def test_all_solvers_agree(problem, method):
     assert (H[~mask] == 0).all()
 
 
+def test_the_stats_summary_names_iterations_for_every_solver(problem):
+    """An Anderson solve's summary said ``newton_mean``: its outer iterations are Anderson steps."""
+    layer, xi, mask = problem
+    _, stats = solve(layer.system(xi, mask), "anderson", tol=1e-8)
+    summary = stats.summary()
+    assert not any(key.startswith("newton") for key in summary)
+    assert summary["iterations_mean"] == pytest.approx(float(stats.newton_iterations.float().mean()))
+    assert summary["iterations_max"] == int(stats.newton_iterations.max()) >= 1
+
+
 @pytest.mark.parametrize("sweep", sorted(SWEEPS))
 def test_every_anderson_sweep_reaches_the_same_states(problem, sweep):
     layer, xi, mask = problem

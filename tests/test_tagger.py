@@ -150,7 +150,7 @@ def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(tmp
     assert f"accuracy {evaluated['accuracy']:.4f}% on 25094 tokens, unseen-word accuracy " \
            f"{evaluated['unseen_accuracy']:.4f}% on {evaluated['unseen_tokens']} tokens" in messages
     (speed,) = [m for m in messages if m.startswith("tagged ")]
-    assert speed.startswith("tagged 2077 sentences, 25094 tokens in ") and "tokens/s) on cpu" in speed
+    assert speed.startswith("tagged 2077 sentences, 25094 words in ") and "words/s) on cpu" in speed
     assert speed.endswith("non-converged solve(s)")
 
 

@@ -29,7 +29,8 @@ characters.
 Words within a sentence come from NLTK's Treebank tokenizer
 (:class:`nltk.tokenize.TreebankWordTokenizer`), the Penn Treebank's own rules (Robert
 MacIntyre's sed script) kept by NLTK and run offline, on a copy of the sentence whose curly
-quotes read as straight ones and whose URLs and e-mail addresses are masked, so that its
+quotes read as straight ones, whose line breaks and tabs read as spaces (the Treebank rules for
+clitics need a space after them) and whose URLs and e-mail addresses are masked, so that its
 offsets are the text's; the rules above then adapt its split to the convention.
 
 Languages: English only (:data:`TOKENIZERS`); :func:`tokenizer_for` refuses another by name.
@@ -55,9 +56,11 @@ _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": 
                          "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'})
 _PROTECTED = re.compile(
     r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\"\.,;:!?\)\]}']"   # URLs, without trailing punctuation
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"                                # e-mail addresses
+    r"|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"   # e-mail addresses, tried only where a run starts (linear)
     r"|(?<!\S)[:;=][-o^']?[()\[\]DPp/\\|3*]+(?=[\s.,!?]|$)"           # emoticons :) :-( ;P
 )
+# every whitespace character as a space: a line break inside a paragraph is a space to every rule
+_SPACES = str.maketrans({c: " " for c in map(chr, range(0x3000 + 1)) if c.isspace()})
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
 _NON_SPACE = re.compile(r"\S+")
 _CLITIC = re.compile(r"(?i)^(?:['\u2019`](?:s|m|d|ll|re|ve)|n['\u2019]t)$")
@@ -221,7 +224,7 @@ class Tokenizer:
         spans: list[tuple[int, int, bool]] = []
         for p_start, p_end in paragraphs(text):
             first = True
-            for s_start, s_end in self._sentences.span_tokenize(text[p_start:p_end]):
+            for s_start, s_end in self._sentences.span_tokenize(text[p_start:p_end].translate(_SPACES)):
                 start, end = p_start + s_start, p_start + s_end
                 if not text[start:end].strip():
                     continue
@@ -256,7 +259,7 @@ class Tokenizer:
         """The tokens of the sentence ``text[start:end]``."""
         end = len(text) if end is None else end
         sentence = text[start:end]
-        masked = _PROTECTED.sub(lambda m: "x" * len(m.group()), sentence.translate(_QUOTES))
+        masked = _PROTECTED.sub(lambda m: "x" * len(m.group()), sentence.translate(_QUOTES).translate(_SPACES))
         pieces = self._pieces(sentence, masked)
         pieces = [(a + start, b + start, m) for a, b, m in pieces]
         if self.convention == "ud":
@@ -288,9 +291,6 @@ class Tokenizer:
         slashes between letters split off, leading quotes split from words, bare contractions split."""
         out: list[tuple[int, int, str]] = []
         for a, b, form in pieces:
-            if out and out[-1][1] == a and any(run.match(form) and run.match(out[-1][2]) for run in _RUNS):
-                out[-1] = (out[-1][0], b, out[-1][2] + form)  # !!!, ?!, <<, =---: one token
-                continue
             lower = form.lower()
             for pattern, mark in ((_HYPHENATED, "-"), (_SLASHED, "/")):
                 if (pattern.match(form) and lower not in self.vocabulary
@@ -299,7 +299,7 @@ class Tokenizer:
                     break
             else:
                 out += self._ud_piece(a, b, form, lower)
-        return out
+        return _join_runs(text, out)
 
     def _ud_piece(self, a: int, b: int, form: str, lower: str) -> list[tuple[int, int, str]]:
         """One Treebank token as UD English writes it: a period run or a final period split off,
@@ -359,6 +359,22 @@ class Tokenizer:
             return True
         return lower in _SECOND_HALVES and (before + word.form).lower() in {
             "cannot", "gonna", "gotta", "gimme", "lemme", "wanna", "more'n", "d'ye", "'tis", "'twas"}
+
+
+def _join_runs(text: str, pieces: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Adjacent pieces of one punctuation run (``!!!``, ``?!``, ``<<``, ``=---``) as one piece,
+    its form sliced from ``text`` once (joining the forms piece by piece is quadratic in a run's
+    length)."""
+    out: list[tuple[int, int, str | None]] = []
+    kind_before = None
+    for a, b, form in pieces:
+        kind = next((i for i, run in enumerate(_RUNS) if run.match(form)), None)
+        if kind is not None and kind == kind_before and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, None)
+        else:
+            out.append((a, b, form))
+        kind_before = kind
+    return [(a, b, text[a:b] if form is None else form) for a, b, form in out]
 
 
 def _split_at(form: str, start: int, mark: str, vocabulary: set[str]) -> list[tuple[int, int, str]]:

@@ -291,7 +291,7 @@ def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Te
     synchronize(device)
     out["forward_s"] = now() - start
     st = layer.last_stats.summary()
-    out.update(newton_mean=st["newton_mean"], krylov_mean=st["krylov_mean"],
+    out.update(newton_mean=st["iterations_mean"], krylov_mean=st["krylov_mean"],
                function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
     start = now()
     forward_backward()

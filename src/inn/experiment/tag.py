@@ -211,7 +211,7 @@ def tag_main(argv: list[str]) -> None:
 
         write_json(args.metrics, {**results, **speed, "model": tagger.meta.get("model"),
                                   "dataset": tagger.meta.get("dataset"), "column": column, "input": args.input})
-    log.info("tagged %d sentences, %d tokens in %.2f s (%.0f tokens/s%s) on %s, %d thread(s); %d non-converged "
+    log.info("tagged %d sentences, %d words in %.2f s (%.0f words/s%s) on %s, %d thread(s); %d non-converged "
              "solve(s)", len(sentences), words, seconds, speed["tokens_per_second"] or 0.0,
              ", tokenizing included" if args.input == "text" else "", tagger.device, torch.get_num_threads(),
              tagger.nonconverged)

@@ -68,7 +68,7 @@ def _solver_columns(stats) -> dict:
     if stats is None:
         return {}
     summary = stats.summary()
-    return {"newton_iters": summary["newton_mean"], "krylov_iters": summary["krylov_mean"],
+    return {"newton_iters": summary["iterations_mean"], "krylov_iters": summary["krylov_mean"],
             "residual": summary["residual_max"], "failed": summary["failed"]}
 
 

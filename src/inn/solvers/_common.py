@@ -156,10 +156,12 @@ class SolverStats:
         return int((~self.converged).sum())
 
     def summary(self) -> dict[str, float]:
-        """Batch means and maxima as plain floats, for logs and the report."""
+        """Batch means and maxima as plain floats, for logs and the report. ``iterations_*`` count
+        the outer iterations, whatever the solver's are (Newton steps, Anderson or fixed-point
+        steps); ``krylov_mean`` the inner linear-solver iterations (0 for a solver without)."""
         return {
-            "newton_mean": float(self.newton_iterations.float().mean()) if self.newton_iterations.numel() else 0.0,
-            "newton_max": int(self.newton_iterations.max()) if self.newton_iterations.numel() else 0,
+            "iterations_mean": float(self.newton_iterations.float().mean()) if self.newton_iterations.numel() else 0.0,
+            "iterations_max": int(self.newton_iterations.max()) if self.newton_iterations.numel() else 0,
             "krylov_mean": float(self.krylov_iterations.float().mean()) if self.krylov_iterations.numel() else 0.0,
             "residual_max": float(self.residual.max()) if self.residual.numel() else 0.0,
             "failed": self.num_failed,
