@@ -124,11 +124,14 @@ def test_forward_fallback_solves_a_trained_walks_stall_in_float64():
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # float32 alone may miss tol: what the fallback is for
         _, alone = solve(system, "anderson", fallback=None, **options)
-        H, stats = solve(system, "anderson", **options)
+        # one float32 candidate cut at 40 steps: float32 rounding differs between CPUs, and this
+        # walk's float32 solves end anywhere from NONFINITE after 77 steps to converged in 84,
+        # or in 26 from the one-step candidate; what is tested is the float64 step after them
+        H, stats = solve(system, "anderson", fallback_after=40, candidates=("zeros",), **options)
         H64, reference = solve(system.in_precision(torch.float64), "anderson", tol=1e-10, max_iter=500)
     assert not bool(alone.converged[0]) or int(alone.newton_iterations[0]) > 40
     assert bool(stats.converged[0]) and stats.extra["fallback"] == 1
-    assert int(stats.candidate[0]) == 3  # after zeros, one_step and random in float32
+    assert int(stats.candidate[0]) == 1  # the float64 solve, after the one float32 candidate
     assert bool(reference.converged[0])
     assert float((H.double() - H64).norm() / H64.norm()) < 1e-3
 
