@@ -43,3 +43,16 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number above 0, not {text!r}")
     return value
+
+
+#: the most characters of one value an error message shows
+SHOWN = 200
+
+
+def shorten(text: str, limit: int = SHOWN) -> str:
+    """``text`` as an error message may show it: whole up to ``limit`` characters, else its
+    start, its end and how long it is, so that a setting of megabytes is not echoed whole."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}[... {len(text) - 2 * half:,} characters left out of {len(text):,} ...]{text[-half:]}"
