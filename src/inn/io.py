@@ -335,6 +335,15 @@ def file_kind(path: str | os.PathLike) -> str | None:
     return "a socket"
 
 
+def prepared_files(folder: str | os.PathLike | None) -> list[Path]:
+    """The files of a prepared data folder a command may read (its splits, ``features.json``,
+    ``prepared.json``), that an output must never replace; none for None."""
+    if folder is None:
+        return []
+    names = [f"{split}.{ext}" for split in ("train", "dev", "test") for ext in ("tsv", "pt")]
+    return [Path(folder) / name for name in (*names, "features.json", "prepared.json")]
+
+
 def check_regular_file(path: str | os.PathLike, what: str) -> None:
     """Raise an InnError unless ``path`` is a regular file: a folder, a named pipe or a device
     is named as what it is (a pipe or device would be read once, or never end), not as missing."""

@@ -472,7 +472,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repo", default=".", help="the checkout (for its git revision)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     args = parser.parse_args(argv)
-    refuse_inputs_as_outputs({"--out": args.out}, {"a file of --tables": list(Path(args.tables).glob("*")),
+    refuse_inputs_as_outputs({"--out": args.out}, {"a table of --tables": list(Path(args.tables).glob("*.tsv")),
                                                    "--timing": args.timing, "--timing-fits": args.timing_fits,
                                                    "a history": args.histories, "a benchmark": args.benchmarks})
     check_tables(Path(args.tables))

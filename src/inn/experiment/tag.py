@@ -22,7 +22,7 @@ import torch
 
 from inn.data.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
 from inn.errors import InnError, positive_int
-from inn.io import read_stdin, refuse_inputs_as_outputs, write_output
+from inn.io import prepared_files, read_stdin, refuse_inputs_as_outputs, write_output
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def export_main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="the tagger file to write")
     args = parser.parse_args(argv)
     refuse_inputs_as_outputs({"--out": args.out}, {"--checkpoint": args.checkpoint, "--metrics": args.metrics,
-                                                   "a file of --data": _files_in(args.data)})
+                                                   "a file of --data": prepared_files(args.data)})
     payload = self_contained(read_checkpoint(args.checkpoint), args.checkpoint, args.data, args.column)
     if args.metrics:
         try:
@@ -313,11 +313,6 @@ def benchmark_main(argv: list[str]) -> None:
                  f"; accuracy {scores['accuracy']:.2f}%" if scores else "")
     write_tsv(args.out, pd.DataFrame(rows))
     log.info("wrote %s", args.out)
-
-
-def _files_in(folder: str | None) -> list[Path]:
-    """The files directly in ``folder`` (none for None or a missing folder)."""
-    return [path for path in Path(folder).iterdir() if path.is_file()] if folder and Path(folder).is_dir() else []
 
 
 def _read_utf8(path: str, flag: str) -> str:
