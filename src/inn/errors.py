@@ -45,6 +45,12 @@ def positive_float(text: str) -> float:
     return value
 
 
+class CellError(InnError):
+    """A cell that misbehaves on the probe its implicit layer runs when it is built
+    (:func:`inn.nn.probe.check_cell`): an output of the wrong shape, dtype or device, a
+    non-finite output from finite input, or an error in its forward."""
+
+
 #: the most characters of one value an error message shows
 SHOWN = 200
 
