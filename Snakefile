@@ -8,7 +8,9 @@ min_version("9.0")
 include: "workflow/rules/messages.smk"
 
 
-configfile: "config.yaml"
+# the project's config.yaml, beside this file, whatever --directory says: the base that
+# --configfile and --config extend
+configfile: PROJECT_CONFIG
 
 
 include: "workflow/rules/common.smk"

@@ -89,10 +89,11 @@ def test_tsv_tag_with_whitespace_at_an_end_is_refused(tmp_path, tag):
 
 
 def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
-    """Only the tag is checked: a word is the corpus's own (a space in it is kept)."""
+    """A space inside a word is the corpus's own and kept (one at an end is refused:
+    tests/test_inputs_outputs.py)."""
     path = tmp_path / "t.tsv"
-    path.write_bytes("\ufeffNew York\tNNP\r\n cat\tNN\r\n\r\n".encode("utf-8"))
-    assert read_tagged(path) == [[("New York", "NNP"), (" cat", "NN")]]
+    path.write_bytes("\ufeffNew York\tNNP\r\ncat\tNN\r\n\r\n".encode("utf-8"))
+    assert read_tagged(path) == [[("New York", "NNP"), ("cat", "NN")]]
 
 
 def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
@@ -296,12 +297,20 @@ def _snakemake(workdir: Path, *args: str, **popen) -> subprocess.Popen:
 
 
 def test_workflow_names_the_line_of_a_broken_config_yaml(tmp_path):
-    """The workflow's own config.yaml (``configfile:``); a --configfile Snakemake's command line
-    reads before any of the workflow runs, in its own words."""
-    (tmp_path / "config.yaml").write_text("walks:\n  b: [1.0, 0.5\n  dim: 4\n")
-    out, _ = _snakemake(tmp_path, "-n").communicate(timeout=300)
-    assert out.strip().splitlines()[-1] == (
-        f"error: {tmp_path}/config.yaml:3:6: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow "
+    """The project's config.yaml, beside the Snakefile (``configfile:``), in a checkout of links
+    to this one; a --configfile Snakemake's command line reads before any of the workflow runs,
+    in its own words."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for item in REPO.iterdir():
+        if item.name != "config.yaml":
+            (checkout / item.name).symlink_to(item)
+    (checkout / "config.yaml").write_text("walks:\n  b: [1.0, 0.5\n  dim: 4\n")
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(checkout / "Snakefile"), "--cores", "1", "-n"]
+    result = subprocess.run(command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {checkout}/config.yaml:3:6: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow "
         "sequence begun on line 2); correct the file there")
 
 

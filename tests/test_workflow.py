@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -69,6 +70,33 @@ def test_a_walks_only_run_prepares_no_corpus(tmp_path, tiny_config):
     jobs = dry.stdout + dry.stderr
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "prepare_corpus" not in jobs and "download" not in jobs and "generate_walks" in jobs
+
+
+def test_a_config_yaml_in_the_run_folder_is_read_only_when_named(tmp_path):
+    """The project's config.yaml is the base whatever --directory says: a config.yaml that
+    happens to lie in the run folder is not merged in (its seed 7), and --config alone works."""
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"seeds": [7]}))
+    dry = snakemake("-n", "--config", "scale=test", workdir=tmp_path)
+    jobs = dry.stdout + dry.stderr
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "/seed1/" in jobs and "/seed7/" not in jobs
+
+
+def test_the_workflow_runs_from_a_checkout_whose_path_holds_a_space(tmp_path):
+    """Every path of the checkout reaches a job's shell as one word (the report's schema and
+    repository)."""
+    checkout = tmp_path / "my checkout"
+    checkout.symlink_to(REPO)
+    run = tmp_path / "run"
+    run.mkdir()
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(checkout / "Snakefile"), "-n", "-p",
+               "--cores", "1", "render_report", "--configfile", str(checkout / "config.yaml")]
+    dry = subprocess.run(command, cwd=run, capture_output=True, text=True, timeout=900, check=False)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    report = next(line for line in dry.stdout.splitlines() if "python -m inn report" in line)
+    words = shlex.split(report)
+    assert words[words.index("--schema") + 1] == f"{checkout}/workflow/schemas/config.schema.yaml"
+    assert words[words.index("--repo") + 1] == str(checkout)
 
 
 @pytest.mark.parametrize("config, line", [

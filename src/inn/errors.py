@@ -49,3 +49,16 @@ class CellError(InnError):
     """A cell that misbehaves on the probe its implicit layer runs when it is built
     (:func:`inn.nn.probe.check_cell`): an output of the wrong shape, dtype or device, a
     non-finite output from finite input, or an error in its forward."""
+
+
+#: the most characters of one value an error message shows
+SHOWN = 200
+
+
+def shorten(text: str, limit: int = SHOWN) -> str:
+    """``text`` as an error message may show it: whole up to ``limit`` characters, else its
+    start, its end and how long it is, so that a setting of megabytes is not echoed whole."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}[... {len(text) - 2 * half:,} characters left out of {len(text):,} ...]{text[-half:]}"

@@ -17,6 +17,8 @@ import os
 import pickle
 import re
 import socket
+import stat
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -243,3 +245,139 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
         yield folder
     finally:
         os.close(fd)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Are ``a`` and ``b`` one file (a link, ``./x``, another spelling of the path)?"""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet): compare where the paths lead
+        return a.resolve() == b.resolve()
+
+
+def _paths(value: str | os.PathLike | Iterable[str | os.PathLike] | None) -> list[Path]:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [Path(value)] if str(value) not in ("", "-") else []  # "-": standard input/output
+    return [path for item in value for path in _paths(item)]
+
+
+def refuse_inputs_as_outputs(outputs: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """Raise an InnError, before any work, where an output a command would write is one of the
+    files it reads: ``inn tag IN.conllu --out IN.conllu`` would replace the gold file with the
+    tagged copy, ``--out TAGGER.pt`` the tagger itself.
+
+    Args:
+        outputs: what names each output (``"--out"``, ``"--out-dir"``) -> its path, or the list
+            of files a command writes in a folder.
+        inputs: what names each input (``"the model"``, ``"--gold"``) -> its path or paths.
+    """
+    for flag, value in outputs.items():
+        for output in _paths(value):
+            for what, paths in inputs.items():
+                if any(_same_file(output, path) for path in _paths(paths)):
+                    said = (f"{flag} {output} is" if isinstance(value, (str, os.PathLike))
+                            else f"{flag} would write {output}, which is")
+                    raise InnError(f"{said} {what}, an input of this command: inn never writes over its "
+                                   "inputs; give another output path")
+
+
+def write_output(path: str | os.PathLike | None, text: str) -> None:
+    """Write ``text`` to ``path``, or to standard output when ``path`` is None.
+
+    A regular file is written atomically (:func:`atomic_open`); a device or pipe (``/dev/null``,
+    ``/dev/stdout``) as it is. A failed write, also of standard output (a full disk behind
+    ``> file``), is one line naming the target and the cause.
+    """
+    target = "standard output" if path is None else str(path)
+    try:
+        if path is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        elif Path(path).exists() and not Path(path).is_file():
+            with open(path, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+        else:
+            with atomic_open(path, encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+    except OSError as exc:
+        if path is None:  # what is left in the buffer would fail again at exit, with a traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise _write_error(target, exc) from None
+
+
+def read_stdin() -> bytes:
+    """All of standard input, as bytes; a closed one (``<&-``) is one line saying so."""
+    if sys.stdin is None:
+        raise InnError("standard input is closed: give the input as a file, or pipe it in (... | inn ...)")
+    try:
+        return sys.stdin.buffer.read()
+    except OSError as exc:
+        raise InnError(f"cannot read standard input: {exc.strerror or exc}") from None
+
+
+def file_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is: ``"file"``, ``"folder"``, ``"a named pipe (FIFO)"``, ``"a device"``,
+    ``"a socket"``; None where nothing is there (or a link leads nowhere)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket"
+
+
+def prepared_files(folder: str | os.PathLike | None) -> list[Path]:
+    """The files of a prepared data folder a command may read (its splits, ``features.json``,
+    ``prepared.json``), that an output must never replace; none for None."""
+    if folder is None:
+        return []
+    names = [f"{split}.{ext}" for split in ("train", "dev", "test") for ext in ("tsv", "pt")]
+    return [Path(folder) / name for name in (*names, "features.json", "prepared.json")]
+
+
+def check_regular_file(path: str | os.PathLike, what: str) -> None:
+    """Raise an InnError unless ``path`` is a regular file: a folder, a named pipe or a device
+    is named as what it is (a pipe or device would be read once, or never end), not as missing."""
+    kind = file_kind(path)
+    if kind == "folder":
+        raise InnError(f"{path} is a folder, not a {what}: name the file itself")
+    if kind is None:
+        raise InnError(f"{what} not found: {path}")
+    if kind != "file":
+        raise InnError(f"{path} is {kind}, not a regular file: a {what} is read more than once, so copy it "
+                       "into a file and name that")
+
+
+def check_distinct_splits(files: dict[str, str | os.PathLike], where: str = "") -> None:
+    """Raise an InnError where two splits name one file (``--train x --dev x --test x``): the
+    test score would be measured on training data, or the model chosen on its test set, and the
+    numbers look like any others. ``where`` goes before the split names (``corpora.mine.``)."""
+    seen: dict[tuple[int, int], str] = {}
+    for split, path in files.items():
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # a missing file is reported by the reader, by name
+        first = seen.setdefault((info.st_dev, info.st_ino), split)
+        if first != split:
+            raise InnError(f"{where}{first} and {where}{split} are the same file ({path}): a score on it would "
+                           f"not measure a held-out split; give each split its own file")
+
+
+def check_out_dir(folder: str | os.PathLike, flag: str = "--out-dir") -> None:
+    """Raise an InnError, before any work, where the output folder ``folder`` names something
+    that is not a folder (a file, a pipe): found only at the first write, it would come after
+    the whole corpus was read."""
+    kind = file_kind(folder)
+    if kind not in (None, "folder"):
+        shown = "a file" if kind == "file" else kind
+        raise InnError(f"{flag} {folder} is {shown}, not a folder: name a folder (it is created if missing)")

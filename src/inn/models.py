@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 import sys
 import warnings
@@ -502,7 +503,57 @@ class SequenceLabeler(nn.Module):
 
 
 def build_model(cfg: ModelConfig) -> SequenceLabeler:
-    return SequenceLabeler(cfg)
+    """The model ``cfg`` describes, its weights initialised on the CPU.
+
+    Raises:
+        InnError: its weights would not fit in the memory available (measured on a weightless
+            copy first, so that ``hidden_size: 10000000`` is one line, not the allocator's
+            traceback or a machine that swaps), or the allocator failed all the same.
+    """
+    need = _weight_bytes(cfg)
+    available = available_memory()
+    if need is not None and available is not None and need > available:
+        raise InnError(f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights alone take "
+                       f"{need / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB of memory available; "
+                       "choose a smaller hidden_size")
+    try:
+        return SequenceLabeler(cfg)
+    except (MemoryError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "alloc" not in str(exc):
+            raise
+        raise InnError(f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights do not fit in memory "
+                       f"({_short(exc)}); choose a smaller hidden_size") from None
+
+
+def _weight_bytes(cfg: ModelConfig) -> int | None:
+    """Bytes of the weights of the model ``cfg`` describes, counted on the meta device (no
+    memory taken); None where a cell cannot be built there."""
+    try:
+        with torch.device("meta"):
+            shape = SequenceLabeler(cfg)
+    except Exception:  # a user's cell that needs real tensors to build: the allocator decides
+        return None
+    return sum(p.numel() * p.element_size() for p in shape.parameters())
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``,
+    else the physical memory); None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 # --------------------------------------------------------------------------- prediction

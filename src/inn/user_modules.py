@@ -8,8 +8,10 @@ working directory). Three places name them, all read by this module:
 - the workflow config's ``imports`` list: :func:`inn.experiment.config.validate_config` imports
   it before it checks the config's model names, and the workflow passes it to every job in the
   environment variable :data:`ENV`;
-- :data:`ENV` (``INN_IMPORTS``, names separated by ``os.pathsep``, ``:`` on Linux), which every
-  ``inn`` command imports before it runs (:func:`inn.experiment.cli.main`);
+- :data:`ENV` (``INN_IMPORTS``), which every ``inn`` command imports before it runs
+  (:func:`inn.experiment.cli.main`): a JSON list of names, as the workflow writes it (a path
+  may hold any character, ``:`` included), or names separated by ``os.pathsep`` (``:`` on
+  Linux), as one types them;
 - ``--import MODULE``, an option of every ``inn`` command (``inn tag --import my_cells
   tagger.pt ...``): a checkpoint or tagger file never imports code by itself.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -201,17 +204,31 @@ def import_modules(names: Iterable[str], where: str = "imports", root: str | os.
 
 
 def from_environment(environ: os._Environ | dict | None = None) -> list[ModuleType]:
-    """Import the modules :data:`ENV` names (none when it is unset or empty)."""
+    """Import the modules :data:`ENV` names (none when it is unset or empty).
+
+    Raises:
+        InnError: a value that starts as a JSON list but is not a list of names.
+    """
     value = (os.environ if environ is None else environ).get(ENV, "")
-    names = [name for name in value.split(os.pathsep) if name.strip()]
+    if value.lstrip().startswith("["):
+        try:
+            names = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InnError(f"{ENV} is not a valid JSON list of module names ({exc.msg}): write "
+                           '["my_cells", "path/to/cells.py"], or names separated by ' f"{os.pathsep!r}") from None
+        if not all(isinstance(name, str) for name in names):
+            raise InnError(f"{ENV}: every entry of its JSON list must be a module name or a file path (a string)")
+    else:
+        names = value.split(os.pathsep)
+    names = [name for name in names if name.strip()]
     return [import_module(name.strip(), ENV) for name in names]
 
 
 def environment_value(names: Iterable[str], root: str | os.PathLike = ".") -> str:
-    """The :data:`ENV` value that names ``names`` for a job run anywhere: file paths made absolute
-    (from ``root``), module names as they are."""
+    """The :data:`ENV` value that names ``names`` for a job run anywhere, as a JSON list (a path
+    may hold ``os.pathsep``): file paths made absolute (from ``root``), module names as they are."""
     root = Path(root).resolve()
-    return os.pathsep.join(str((root / name).resolve()) if is_path(name) else name for name in names)
+    return json.dumps([str((root / name).resolve()) if is_path(name) else name for name in names])
 
 
 def split_import_options(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -10,7 +10,9 @@ import shlex
 # (which hold the dependencies, not the package) and on cluster nodes.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-PREFIX = f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+# (quoted: the checkout's path may hold spaces; braces doubled for Snakemake's formatting)
+PREFIX = f"export PYTHONPATH={shlex.quote(str(SRC))}".replace("{", "{{").replace("}", "}}")
+PREFIX += "${{PYTHONPATH:+:$PYTHONPATH}}; "
 shell.prefix(PREFIX)
 
 from inn.experiment.config import (
@@ -45,7 +47,7 @@ except InnError as exc:
 # config check, are imported by every job too: `inn` reads them from INN_IMPORTS.
 if config["imports"]:
     imports = environment_value(config["imports"])
-    shell.prefix(PREFIX + f"export {IMPORTS_ENV}={shlex.quote(imports)}; ")
+    shell.prefix(PREFIX + f"export {IMPORTS_ENV}={shlex.quote(imports)}; ".replace("{", "{{").replace("}", "}}"))
 
 
 def pos_corpora():

@@ -8,12 +8,15 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from inn.errors import InnError
 from inn.experiment.config import read_yaml
 
+#: the project's config, the base of every run (Snakefile's `configfile:`), beside the Snakefile
+PROJECT_CONFIG = str(Path(workflow.basedir) / "config.yaml")
+
 # A config.yaml that is not YAML: file, line and column (Snakemake's message names neither). A
 # --configfile is parsed by Snakemake's command line before any of the workflow runs, so it
 # cannot be checked here.
-if Path("config.yaml").is_file():
+if Path(PROJECT_CONFIG).is_file():
     try:
-        read_yaml(Path("config.yaml").absolute())
+        read_yaml(PROJECT_CONFIG)
     except InnError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -50,6 +50,6 @@ rule render_report:
     conda:
         ENV
     shell:
-        "python -m inn report --config-json {params.config:q} --schema {params.schema}"
+        "python -m inn report --config-json {params.config:q} --schema {params.schema:q}"
         " --tables {params.tables} --histories {input.histories} {params.timing}"
-        " --benchmarks {input.benchmarks} --repo {params.repo} --out {output} 2> {log}"
+        " --benchmarks {input.benchmarks} --repo {params.repo:q} --out {output} 2> {log}"

@@ -34,7 +34,7 @@ from conllu.exceptions import ParseException
 from conllu.parser import DEFAULT_FIELDS, parse_line
 
 from inn.errors import InnError
-from inn.io import atomic_open
+from inn.io import atomic_open, check_distinct_splits, check_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +110,6 @@ def check_not_wide(head: bytes, source: str) -> None:
                        f"(iconv -f {name} -t UTF-8)")
 
 
-def _check_file(path: Path, what: str) -> None:
-    """Raise an InnError unless ``path`` is a readable file (a folder is named as one)."""
-    if path.is_dir():
-        raise InnError(f"{path} is a folder, not a {what}: name the file itself")
-    if not path.is_file():
-        raise InnError(f"{what} not found: {path}")
-
-
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     r"""The lines of a UTF-8 text file, gzip-compressed or not, as (line number, text) pairs.
 
@@ -187,7 +179,7 @@ def has_tokens(path: str | os.PathLike, format: str) -> bool:
         InnError: ``path`` is a folder or missing, or its lines up to the first token are unreadable.
     """
     path = Path(path)
-    _check_file(path, f"{format} corpus file")
+    check_regular_file(path, f"{format} corpus file")
     return any(not _blank(line) and not (format == "conllu" and line.startswith("#")) for _, line in _lines(path))
 
 
@@ -211,7 +203,7 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
     path = Path(path)
     if column not in ("xpos", "upos"):
         raise InnError(f"read_conllu: column must be 'xpos' or 'upos', not {column!r}")
-    _check_file(path, "CoNLL-U file")
+    check_regular_file(path, "CoNLL-U file")
     sentences: list[Sentence] = []
     for block in _blocks(path):
         sentence: Sentence = []
@@ -249,10 +241,13 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
 def check_tag(tag: str, where: str, what: str = "tag", conllu: bool = False) -> None:
     """Stop at a tag with whitespace at its start or end (``NN `` beside ``NN``), which would
     silently be a tag class of its own; in a CoNLL-U tag column (``conllu``) at whitespace
-    anywhere, which the format allows only in FORM, LEMMA and MISC. Words are kept as they are."""
+    anywhere, which the format allows only in FORM, LEMMA and MISC. A ``word`` of a
+    ``word<TAB>tag`` file is checked the same way (``cat `` would be a word beside ``cat``); a
+    space inside it (``New York``) is kept."""
     if tag != tag.strip():
+        kind = "word" if what == "word" else "tag class"
         raise InnError(f"{where}: {what} {tag!r} has whitespace at its start or end: remove it (as it is, it "
-                       "would be a tag class of its own)")
+                       f"would be a {kind} of its own)")
     if conllu and any(char.isspace() for char in tag):
         raise InnError(f"{where}: malformed CoNLL-U line: {what} {tag!r} holds whitespace, which CoNLL-U allows "
                        "only in FORM, LEMMA and MISC: remove it")
@@ -446,6 +441,9 @@ def read_corpus(format: str, source: dict, name: str | None = None) -> dict[str,
     """
     if format not in READERS:
         raise InnError(f"unknown corpus format {format!r}; choose one of {sorted(READERS)}")
+    if format in FILE_SPLITS:
+        check_distinct_splits({split: source[split] for split in FILE_SPLITS[format] if source.get(split)},
+                              f"corpora.{name}." if name else "--")
     splits = READERS[format](source)
     for split in SPLITS:
         if not splits.get(split):
@@ -476,10 +474,10 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
 
     Exactly two fields a line, both non-empty and kept as they are: a third field (a corpus
     with more columns, or a word holding a tab) is an error naming file and line, never folded
-    into the tag, and so is a tag with whitespace at its start or end (:func:`check_tag`).
+    into the tag, and so is a word or tag with whitespace at its start or end (:func:`check_tag`).
     """
     path = Path(path)
-    _check_file(path, "tagged corpus file")
+    check_regular_file(path, "tagged corpus file")
     sentences: list[Sentence] = []
     for block in _blocks(path):
         sentence: Sentence = []
@@ -490,6 +488,7 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
                          else "an empty field" if len(fields) == 2 else "no tab")
                 raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {found}: {line!r}"
                                + (" (keep two columns: cut -f1,2 for a word and its tag)" if len(fields) > 2 else ""))
+            check_tag(fields[0], f"{path}:{lineno}", "word")
             check_tag(fields[1], f"{path}:{lineno}")
             sentence.append((fields[0], fields[1]))
         sentences.append(sentence)

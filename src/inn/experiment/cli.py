@@ -17,7 +17,7 @@ import logging
 import signal
 import sys
 
-from inn.errors import InnError
+from inn.errors import InnError, shorten
 
 #: subcommand -> ("module:function", one-line help). Functions take ``argv: list[str]``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -53,7 +53,7 @@ def _usage() -> str:
     lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
     return ("usage: inn COMMAND [--import MODULE] [options]\n\ncommands:\n" + "\n".join(lines)
             + "\n\n--import MODULE (any command, repeatable): first import a module that registers cells and models"
-            " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':')")
+            " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':', or a JSON list)")
 
 
 #: how every command's log lines read (on stderr, and in a run's own training logs)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             user_modules.import_module(name, "--import")
         getattr(importlib.import_module(module), function)(args)  # importing torch takes a while too
     except InnError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shorten(str(exc), 2000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # the subcommand may say how to go on
         note = str(exc) or "rerun the same command to start again"

@@ -36,6 +36,7 @@ import pandas as pd
 
 from inn.experiment import paper
 from inn.errors import InnError
+from inn.io import check_out_dir, refuse_inputs_as_outputs
 from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines
 from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
@@ -567,12 +568,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--corpora", nargs="*", default=[], help="POS corpora, in report order")
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
+    check_out_dir(args.out)
     if args.results:
         found = find_run_files(args.results)
         corpora = found.pop("corpora")
         args.corpora = args.corpora or corpora
         for name, paths in found.items():
             setattr(args, name, getattr(args, name) + paths)
+    written = [Path(args.out) / f"{name}.tsv" for name in ("runs", "table1", "table2", "comparisons", "verdict")]
+    refuse_inputs_as_outputs({"--out-dir": written}, {f"--{name.replace('_', '-')}": getattr(args, name) for name in
+                                                      ("metrics", "histories", "predictions", "floors",
+                                                       "floor_predictions")})
     runs = load_runs(args.metrics, args.histories, args.predictions)
     floors = load_floors(args.floors, args.floor_predictions)
     _check_floors(runs, floors)
@@ -593,5 +599,6 @@ def concat_main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("inputs", nargs="*")
     args = parser.parse_intermixed_args(argv)  # IN --out OUT IN: inputs after the option too
+    refuse_inputs_as_outputs({"--out": args.out}, {"an input table": args.inputs})
     frames = [read_tsv(p) for p in args.inputs]
     write_tsv(args.out, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())

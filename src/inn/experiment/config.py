@@ -33,7 +33,8 @@ import referencing
 import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
-from inn.errors import InnError
+from inn.errors import InnError, shorten
+from inn.io import check_distinct_splits
 from inn.models import (
     BUILTIN_CELLS,
     FEATURES,
@@ -131,15 +132,17 @@ PATH_KEYS = {"conllu": ("train", "dev", "test"), "tsv": ("train", "dev", "test")
 
 def _where(error: jsonschema.ValidationError, key: str = "") -> str:
     """``<key>: <problem>`` for a schema violation, the key its dotted path below ``key``."""
-    path = ".".join([key, *map(str, error.absolute_path)] if key else map(str, error.absolute_path))
+    path = shorten(".".join([key, *map(str, error.absolute_path)] if key else map(str, error.absolute_path)))
     if "propertyNames" in error.relative_schema_path:
-        return f"{path}.{error.instance}: not a usable name ({error.schema.get('description', error.message)})"
+        why = error.schema.get("description", error.message)
+        return f"{path}.{shorten(str(error.instance))}: not a usable name ({why})"
     if error.validator == "additionalProperties":
         # jsonschema names the unknown key only in the message; put it in the path.
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         path = ".".join(filter(None, [path, extra[0] if extra else ""]))
         return f"{path}: unknown key (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
-    return f"{path or '<top level>'}: {error.message}"
+    shown = repr(error.instance)  # jsonschema's messages quote the value whole
+    return f"{path or '<top level>'}: {error.message.replace(shown, shorten(shown))}"
 
 
 #: the config schema, the one description of every setting: package data, so that an installed
@@ -484,6 +487,12 @@ def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), 
                 raise InnError(f"config: {key}: {path} does not exist{where}; correct the path, "
                                f"or set corpora.{name}.enabled: false")
             _check_corpus_path(Path(root) / path, corpus["format"], f"config: {key}: {path}{where}")
+        if corpus["format"] in FILE_SPLITS:
+            try:
+                check_distinct_splits({split: Path(root) / corpus[split] for split in FILE_SPLITS[corpus["format"]]},
+                                      f"corpora.{name}.")
+            except InnError as exc:
+                raise InnError(f"config: {exc}") from None
 
 
 def _check_corpus_path(path: Path, format: str, where: str) -> None:

@@ -25,7 +25,7 @@ import torch
 from inn import batches as B
 from inn.data.fingerprint import data_fingerprint, read_record
 from inn.errors import InnError, positive_int
-from inn.io import write_json
+from inn.io import check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
 from inn.experiment.runs import source_commit
 from inn.models import predict
 from inn.scoring import score_pos, score_walks
@@ -183,6 +183,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int)
     parser.add_argument("--max-sequences", type=positive_int, help="score only the first N sequences")
     args = parser.parse_args(argv)
+    check_out_dir(args.out)
+    refuse_inputs_as_outputs({"--out-dir": [Path(args.out) / "predictions.tsv", Path(args.out) / "metrics.json"]},
+                             {"--checkpoint": args.checkpoint, "--history": args.history,
+                              "a file of --data": prepared_files(args.data)})
     if args.threads:
         torch.set_num_threads(args.threads)
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)

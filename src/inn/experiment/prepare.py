@@ -19,6 +19,7 @@ from inn.data.features import FeatureExtractor
 from inn.data.fingerprint import write_record
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.errors import at_least, positive_float, positive_int
+from inn.io import check_out_dir, refuse_inputs_as_outputs
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,10 @@ def prepare_pos_main(argv: list[str]) -> None:
     missing = [f"--{key}" for key in needs if not source[key]]
     if missing:
         parser.error(f"a {args.format} corpus needs {', '.join(missing)}")
+    check_out_dir(args.out)
+    written = [Path(args.out) / name for name in (*(f"{split}.tsv" for split in SPLITS), "features.json",
+                                                  "prepared.json", "summary.tsv")]
+    refuse_inputs_as_outputs({"--out-dir": written}, {f"--{split}": source[split] for split in SPLITS})
     prepare_pos(args.format, source, args.out, args.corpus, language=args.language, max_words=args.max_words,
                 max_affixes=args.max_affixes, word_dim=args.word_dim, affix_dim=args.affix_dim)
 
@@ -160,5 +165,6 @@ def generate_walks_main(argv: list[str]) -> None:
         parser.add_argument(f"--{split}", type=positive_int, default=default, help=f"{split} sequences")
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
+    check_out_dir(args.out)
     sizes = {split: getattr(args, split) for split in SPLITS}
     prepare_walks(args.b, args.dim, sizes, args.seed, args.out, max_len=args.max_len, direction=args.direction)

@@ -34,7 +34,8 @@ from inn.experiment import paper  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
 from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
-from inn.io import atomic_open  # noqa: E402
+from inn.errors import InnError  # noqa: E402
+from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
 from inn.models import MODELS, bidirectional_baselines, model_with_role  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
@@ -447,6 +448,17 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     )
 
 
+def check_tables(tables: Path) -> None:
+    """Raise an InnError where a table of the runs that ``runs.tsv`` lists is missing from the
+    folder: the report would say the configuration has no such runs."""
+    runs = read_table(tables / "runs.tsv")
+    for name, task, what in (("table1", "walks", "walk"), ("table2", "pos", "tagging")):
+        listed = int((runs["task"] == task).sum()) if "task" in runs else 0
+        if listed and not (tables / f"{name}.tsv").is_file():
+            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {what} "
+                           f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
+
+
 def main(argv: list[str]) -> None:
     """``inn report``: write the HTML report from the workflow's tables and measurements."""
     parser = argparse.ArgumentParser(prog="inn report", description=main.__doc__)
@@ -460,6 +472,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repo", default=".", help="the checkout (for its git revision)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     args = parser.parse_args(argv)
+    refuse_inputs_as_outputs({"--out": args.out}, {"a table of --tables": list(Path(args.tables).glob("*.tsv")),
+                                                   "--timing": args.timing, "--timing-fits": args.timing_fits,
+                                                   "a history": args.histories, "a benchmark": args.benchmarks})
+    check_tables(Path(args.tables))
     config = json.loads(args.config_json)
     html = render(config=config, schema=Path(args.schema), tables=Path(args.tables), histories=args.histories,
                   timing=args.timing, timing_fits=args.timing_fits, benchmarks=args.benchmarks,

@@ -22,6 +22,7 @@ import torch
 
 from inn.data.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
 from inn.errors import InnError, positive_int
+from inn.io import prepared_files, read_stdin, refuse_inputs_as_outputs, write_output
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def _input_bytes(files: list[str]):
     one line naming it."""
     for name in files or ["-"]:
         if name == "-":
-            yield sys.stdin.buffer.read(), "<stdin>"
+            yield read_stdin(), "<stdin>"
             continue
         try:
             yield Path(name).read_bytes(), name
@@ -138,6 +139,8 @@ def tag_main(argv: list[str]) -> None:
     for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
+    refuse_inputs_as_outputs({"--out": args.out, "--metrics": args.metrics},
+                             {"the model": args.model, "an input file": args.files, "--gold": args.gold})
     gold_text = _read_utf8(args.gold, "--gold") if args.gold else None
 
     from inn.tagger import Tagger
@@ -174,17 +177,7 @@ def tag_main(argv: list[str]) -> None:
             log.warning("no tokens to score: the input is empty")
     text = write_text(sentences, predicted, output, column)
     seconds = time.perf_counter() - start
-    if args.out and Path(args.out).exists() and not Path(args.out).is_file():
-        with open(args.out, "w", encoding="utf-8", newline="\n") as handle:  # /dev/null, a pipe: as is
-            handle.write(text)
-    elif args.out:
-        from inn.io import atomic_open
-
-        with atomic_open(args.out, encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    write_output(args.out, text)
     speed = {"sentences": len(sentences), "tokens": words, "seconds": seconds,
              "tokens_per_second": words / seconds if seconds > 0 else None,
              "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
@@ -235,6 +228,8 @@ def export_main(argv: list[str]) -> None:
                         help="the CoNLL-U column its tags came from (default: what the data recorded, else xpos)")
     parser.add_argument("--out", required=True, help="the tagger file to write")
     args = parser.parse_args(argv)
+    refuse_inputs_as_outputs({"--out": args.out}, {"--checkpoint": args.checkpoint, "--metrics": args.metrics,
+                                                   "a file of --data": prepared_files(args.data)})
     payload = self_contained(read_checkpoint(args.checkpoint), args.checkpoint, args.data, args.column)
     if args.metrics:
         try:
@@ -283,6 +278,7 @@ def benchmark_main(argv: list[str]) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=20, help="sentences per batch (as inn tag)")
     parser.add_argument("--out", required=True, help="TSV: one row per tagger")
     args = parser.parse_intermixed_args(argv)  # MODEL --text FILE MODEL: models after options too
+    refuse_inputs_as_outputs({"--out": args.out}, {"a tagger file": args.models, "--text": args.text})
     if args.threads:
         torch.set_num_threads(args.threads)
     pairs, forms = _read_inputs([args.text], args.input)
@@ -349,6 +345,7 @@ def score_main(argv: list[str]) -> None:
                                        "(may be gzip-compressed)")
     parser.add_argument("--out", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
+    refuse_inputs_as_outputs({"--out": args.out}, {"the gold file": args.gold, "the system file": args.system})
     gold = read_ud(_read_utf8(args.gold, "gold"), args.gold)
     system = read_ud(_read_utf8(args.system, "system"), args.system)
     scores = evaluate(gold, system)
@@ -362,7 +359,7 @@ def score_main(argv: list[str]) -> None:
         score = scores[name]
         aligned = f"{score.aligned_accuracy:10.2f}" if score.aligned_accuracy is not None else ""
         lines.append(f"{name:<11}|{score.precision:10.2f} |{score.recall:10.2f} |{score.f1:10.2f} |{aligned}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_output(None, "\n".join(lines) + "\n")
     if args.out:
         from inn.io import write_json
 
@@ -384,15 +381,10 @@ def conllu_text_main(argv: list[str]) -> None:
     parser.add_argument("--width", type=int, default=80, help="break lines at a space from this length (0: never)")
     parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")
     args = parser.parse_args(argv)
+    refuse_inputs_as_outputs({"--out": args.out}, {"the CoNLL-U file": args.conllu})
     try:
         data = Path(args.conllu).read_bytes()
     except OSError as exc:
         raise InnError(f"cannot read {args.conllu}: {exc.strerror or exc}") from None
     text = conllu_to_text(decode(data, args.conllu), args.conllu, args.width)
-    if args.out:
-        from inn.io import atomic_open
-
-        with atomic_open(args.out, encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.out, text)

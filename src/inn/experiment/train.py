@@ -60,8 +60,8 @@ from inn.errors import InnError, positive_int
 from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.config import check_model_solver, check_settings, training_defaults
 from inn.experiment.runs import device_label, resumed_commit_note, source_commit
-from inn.io import (locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data, torch_load_problem,
-                    torch_save)
+from inn.io import (check_out_dir, locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data,
+                    torch_load_problem, torch_save)
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
 from inn.data.features import UNK
 from inn.models import (FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models,
@@ -794,8 +794,10 @@ def _json_settings(text: str, where: str) -> dict:
 
 
 def _settings_from(args) -> tuple[TrainConfig, dict, dict]:
-    """The training settings, model options and meta facts of ``--settings``, ``--settings-file``
-    (``--settings`` wins section by section) and ``--seed``."""
+    """The training settings, model options and meta facts of ``--settings`` or ``--settings-file``
+    (one source: given both, neither would be what the run used as a whole) and ``--seed``."""
+    if args.settings and args.settings_file:
+        raise InnError("--settings and --settings-file both given: give the settings in one of them")
     settings = _json_settings(args.settings, "--settings") if args.settings else {}
     if args.settings_file:
         try:
@@ -825,6 +827,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
     args = parser.parse_args(argv)
+    check_out_dir(args.out)
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg, model_options, meta = _settings_from(args)
