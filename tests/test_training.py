@@ -409,7 +409,8 @@ def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, ca
     out = tmp_path / "run"
     train("pos", pos_dir, "gru", out, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
     old = (out / "checkpoint.pt").read_bytes()
-    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1)
+    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1,
+          retrain=True)
     assert not (out / "checkpoint.pt").exists() and len(pd.read_csv(out / "history.tsv", sep="\t")) == 1
     [aside] = out.glob("checkpoint.pt.replaced-*")
     assert aside.read_bytes() == old and len(list(out.glob("history.tsv.replaced-*"))) == 1

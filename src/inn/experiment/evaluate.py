@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from inn import batches as B
-from inn.data.fingerprint import data_fingerprint, read_record
+from inn.data.fingerprint import checked_fingerprint, read_record
 from inn.errors import InnError, positive_int
 from inn.io import write_json
 from inn.experiment.runs import source_commit
@@ -47,22 +47,6 @@ def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) 
                        f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
 
 
-def _check_unchanged(data_dir: str | os.PathLike, fingerprint: str) -> None:
-    """Stop if the prepared ``data_dir`` is not as the data stage left it: its ``features.json``
-    cannot be read (damaged: a changed fingerprint would otherwise read as other data), or its
-    files no longer have the fingerprint ``prepared.json`` recorded (edited or damaged since)."""
-    from inn.data.features import FeatureExtractor
-
-    features = Path(data_dir) / "features.json"
-    if features.is_file():
-        FeatureExtractor.load(features)  # one line naming a damaged file and the fix
-    recorded = read_record(data_dir).get("fingerprint")
-    if recorded is not None and recorded != fingerprint:
-        raise InnError(f"{data_dir} changed since the data stage prepared it (fingerprint {fingerprint}, "
-                       f"{Path(data_dir) / 'prepared.json'} records {recorded}): a split or features.json was "
-                       "edited or damaged; prepare the data again")
-
-
 def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.PathLike) -> str:
     """Refuse a model trained on other data than the prepared ``data_dir``; returns the folder's
     fingerprint.
@@ -71,16 +55,15 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
     and vocabularies): a corpus re-prepared from other files, with the same tag set and the
     same vocabulary sizes, is still other data, whose word indices mean other words. A
     checkpoint written before fingerprints (format 1) cannot be checked: a warning says so.
-    A folder whose files are damaged, or changed since the data stage wrote them, is named as
-    such rather than as other data (:func:`_check_unchanged`).
+    A folder whose files are damaged, or changed since the data stage wrote them, is refused
+    as such first (:func:`inn.data.fingerprint.checked_fingerprint`).
     """
-    fingerprint = data_fingerprint(data_dir)
+    fingerprint = checked_fingerprint(data_dir)
     trained = (payload.get("data") or {}).get("fingerprint")
     if trained is None:
         log.warning("%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
                     checkpoint, payload.get("format"), data_dir)
     elif trained != fingerprint:
-        _check_unchanged(data_dir, fingerprint)
         corpus = (payload.get("data") or {}).get("corpus") or payload.get("meta", {}).get("dataset")
         raise InnError(f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
                        f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
