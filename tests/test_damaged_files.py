@@ -57,7 +57,8 @@ def pos_dir(tmp_path_factory) -> Path:
 def run(tmp_path_factory, pos_dir) -> Path:
     """A finished run of a tiny GRU (one epoch) on ``pos_dir``."""
     out = tmp_path_factory.mktemp("run")
-    train("pos", pos_dir, "gru", out, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu")
+    train("pos", pos_dir, "gru", out, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu",
+          meta={"seed": 1, "dataset": "mine"})
     return out
 
 
@@ -193,3 +194,100 @@ def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, caps
                     "(its checkpoint.pt and history.tsv are then set aside)"]
     assert cli(argv + ["--retrain"]) == 0
     assert len(list(out.glob("checkpoint.pt.replaced-*"))) == 1
+
+
+# --------------------------------------------------------------------------- evaluation's outputs
+
+
+def _evaluate(run: Path, data: Path, out: Path) -> list[str]:
+    return ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data), "--out-dir", str(out)]
+
+
+def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, run, pos_dir, monkeypatch, capsys):
+    import errno
+
+    import inn.experiment.evaluate as evaluate
+
+    out = tmp_path / "eval"
+    out.mkdir()
+    (out / "predictions.tsv").write_text("earlier\n")
+    (out / "metrics.json").write_text("{}\n")
+
+    def full(path, obj):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(evaluate, "write_json", full)
+    assert cli(_evaluate(run, pos_dir, out)) == 2
+    assert _one_line(capsys).startswith(f"error: cannot write {out}/metrics.json: No space left on device")
+    assert (out / "predictions.tsv").read_text() == "earlier\n" and (out / "metrics.json").read_text() == "{}\n"
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.tsv"]  # no temporary file left
+
+
+# --------------------------------------------------------------------------- inn collect
+
+
+@pytest.fixture
+def results(tmp_path, run, pos_dir) -> Path:
+    """A results folder of one evaluated run."""
+    results = tmp_path / "results"
+    train_dir = results / "train" / "pos" / "mine" / "gru" / "seed1"
+    train_dir.mkdir(parents=True)
+    (train_dir / "history.tsv").write_bytes((run / "history.tsv").read_bytes())
+    assert cli(_evaluate(run, pos_dir, results / "eval" / "pos" / "mine" / "gru" / "seed1")) == 0
+    return results
+
+
+def _metrics(results: Path) -> Path:
+    return results / "eval" / "pos" / "mine" / "gru" / "seed1" / "metrics.json"
+
+
+def _collect(results: Path, tmp_path: Path) -> int:
+    return cli(["collect", "--results", str(results), "--out-dir", str(tmp_path / "tables")])
+
+
+def test_collect_takes_metrics_that_agree_with_their_predictions(tmp_path, results, capsys):
+    assert json.loads(_metrics(results).read_text())["predictions_sha256"]
+    assert _collect(results, tmp_path) == 0
+
+
+def test_collect_refuses_a_score_set_by_hand(tmp_path, results, capsys):
+    metrics = json.loads(_metrics(results).read_text())
+    metrics["accuracy"] = 99.9
+    _metrics(results).write_text(json.dumps(metrics))
+    capsys.readouterr()
+    assert _collect(results, tmp_path) == 2
+    line = _one_line(capsys)
+    assert line.startswith("error: pos mine gru seed 1: its metrics.json says accuracy 99.9 but its predictions (")
+    assert line.endswith("the two files contradict each other; evaluate the run again (inn evaluate, or rerun its "
+                         "workflow job)")
+    assert not (tmp_path / "tables").exists()
+
+
+def test_collect_refuses_predictions_other_than_the_metrics_were_computed_from(tmp_path, results, capsys):
+    predictions = _metrics(results).with_name("predictions.tsv")
+    predictions.write_text(predictions.read_text().replace("\tThe\t", "\tthe\t"))  # same accuracy, other file
+    capsys.readouterr()
+    assert _collect(results, tmp_path) == 2
+    assert _one_line(capsys).startswith(f"error: pos mine gru seed 1: its metrics.json was computed from other "
+                                        f"predictions than {predictions} (sha256 ")
+
+
+def test_collect_takes_older_metrics_with_a_warning(tmp_path, results, caplog):
+    metrics = json.loads(_metrics(results).read_text())
+    del metrics["predictions_sha256"]
+    _metrics(results).write_text(json.dumps(metrics))
+    with caplog.at_level(logging.WARNING):
+        assert _collect(results, tmp_path) == 0
+    assert "1 of 1 runs' metrics.json were written before metrics named the digest of their predictions" in caplog.text
+
+
+@pytest.mark.parametrize("text, said", [("", "is empty, not the metrics inn evaluate writes"),
+                                        ("{accuracy: 1", "is not JSON (Expecting property name enclosed in double "
+                                                         "quotes at line 1 column 2)"),
+                                        ("[1, 2]", "holds a JSON list, not the object of metrics inn evaluate writes")])
+def test_collect_names_a_metrics_file_that_is_no_metrics(tmp_path, results, text, said, capsys):
+    _metrics(results).write_text(text)
+    capsys.readouterr()
+    assert _collect(results, tmp_path) == 2
+    assert _one_line(capsys) == (f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or "
+                                 "rerun its workflow job)")

@@ -7,7 +7,7 @@ Random walks (paper 3.1): per-step classification error, as a fraction.
 The scores come from :mod:`inn.scoring` (plain gold/predicted sequences), so the neural
 taggers and the classical peer (:mod:`inn.perceptron`) are scored by the same code; checkpoints
 of both kinds load through :mod:`inn.checkpoints`. Outputs: ``metrics.json`` and
-``predictions.tsv`` (one row per token or step).
+``predictions.tsv`` (one row per token or step), written as one unit (:func:`write_outputs`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import torch
 from inn import batches as B
 from inn.data.fingerprint import checked_fingerprint, read_record
 from inn.errors import InnError, positive_int
-from inn.io import write_json
+from inn.io import atomic_path, write_json
+from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
 from inn.experiment.runs import source_commit
 from inn.models import predict
 from inn.scoring import score_pos, score_walks
@@ -151,6 +152,18 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     return out, table
 
 
+def write_outputs(out: Path, metrics: dict, table: pd.DataFrame) -> None:
+    """Write ``predictions.tsv`` and ``metrics.json`` into ``out`` as one unit: both to
+    temporary files first, so that a failed write (of either) replaces neither; the metrics
+    name the digest of the predictions they were computed from (``predictions_sha256``, which
+    ``inn collect`` checks), and go into place first: were the last rename to fail, the
+    metrics would name predictions that are not beside them, never silently other ones."""
+    with atomic_path(out / "predictions.tsv") as predictions, atomic_path(out / "metrics.json") as scores:
+        write_tsv(predictions, table)
+        metrics[PREDICTIONS_DIGEST] = sha256_hex(predictions.read_bytes())
+        write_json(scores, metrics)
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -179,9 +192,7 @@ def main(argv: list[str]) -> None:
         metrics["epochs"] = epochs
         # (the perceptron's one row holds all its passes)
         metrics["seconds_per_epoch"] = float(history["seconds"].sum()) / max(metrics["epochs"], 1)
-    out = Path(args.out)
-    write_tsv(out / "predictions.tsv", table)
-    write_json(out / "metrics.json", metrics)
+    write_outputs(Path(args.out), metrics, table)
     name = metrics["metric"]
     log.info("%s %s on %s/%s: %s %.4f", metrics["model"], metrics["task"], metrics["dataset"], args.split,
              name, metrics[name])
