@@ -291,3 +291,40 @@ def test_collect_names_a_metrics_file_that_is_no_metrics(tmp_path, results, text
     assert _collect(results, tmp_path) == 2
     assert _one_line(capsys) == (f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or "
                                  "rerun its workflow job)")
+
+
+# --------------------------------------------------------------------------- prepare-pos
+
+
+def test_a_preparation_that_fails_half_way_leaves_the_folder_as_it_was(tmp_path, pos_dir, monkeypatch):
+    from inn.data.features import FeatureExtractor
+
+    data = _copy(pos_dir, tmp_path / "data")
+    (data / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"}
+    raw = _corpus(tmp_path / "raw")
+    raw["train"].write_text(TEXT.replace("cat", "cow") * 3)
+
+    def full(self, path):
+        raise InnError(f"cannot write {path}: No space left on device")
+
+    monkeypatch.setattr(FeatureExtractor, "save", full)
+    with pytest.raises(InnError, match="No space left on device"):
+        prepare_pos("tsv", raw, data, "mine", **FEATURES)
+    assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "raw"]  # no temporary folder left
+    monkeypatch.undo()
+    prepare_pos("tsv", raw, data, "mine", **FEATURES)
+    assert "cow" in (data / "train.tsv").read_text() and (data / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "raw"]
+
+
+def test_a_second_preparation_into_a_folder_in_use_is_refused(tmp_path, pos_dir):
+    from inn.io import locked_folder
+
+    data = _copy(pos_dir, tmp_path / "data")
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    with locked_folder(data), pytest.raises(InnError, match=rf"^{data} is in use by another run \(pid \d+ on "):
+        prepare_pos("tsv", _corpus(tmp_path / "raw"), data, "mine", **FEATURES)
+    assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == \
+        {k: v for k, v in before.items() if k != ".lock"}

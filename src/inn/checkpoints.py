@@ -353,11 +353,12 @@ def sealed(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, OWN_DIGEST: weights_digest(payload)}
 
 
-def weights_problem(payload: dict[str, Any], path: str | os.PathLike) -> str | None:
+def weights_problem(payload: dict[str, Any], path: str | os.PathLike, finite: bool = True) -> str | None:
     """Why the weights of a model file or resume state read from ``path`` must not be used, in
     words for a message, or None: they no longer match the digest written with them (bytes
-    damaged or altered since: torch's own reader does not notice), or a neural model's are not
-    finite (NaN or inf: every tag would be empty). A file written before the digest existed
+    damaged or altered since: torch's own reader does not notice), or, with ``finite``, a
+    neural model's are not finite (NaN or inf: every tag would be empty; a resume state's are
+    left to training, whose first loss names them). A file written before the digest existed
     is used, with a warning that it could not be checked."""
     stored = payload.get(OWN_DIGEST)
     if stored is None:
@@ -368,7 +369,7 @@ def weights_problem(payload: dict[str, Any], path: str | os.PathLike) -> str | N
         if stored != actual:
             return (f"its weights are damaged or were altered (they hash to sha256 {actual[:16]}..., the file "
                     f"was saved with {stored[:16]}...)")
-    weights = payload.get("state_dict") or {}
+    weights = (payload.get("state_dict") or {}) if finite else {}
     bad = [name for name, tensor in weights.items()
            if torch.is_tensor(tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all()]
     if bad:

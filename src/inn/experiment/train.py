@@ -428,7 +428,7 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
         else:
-            problem = weights_problem(saved, path)
+            problem = weights_problem(saved, path, finite=False)
     if problem is None:
         # the data first: data prepared again also changes the settings it decides (vocabulary
         # sizes, tag count), and "a different configuration" would name the wrong cause
