@@ -86,7 +86,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
     with that folder's vocabularies; a model trained on other data is refused (:func:`check_data`)."""
-    from inn.checkpoints import model_from_payload, read_checkpoint, weights_digest
+    from inn.checkpoints import OWN_DIGEST, model_from_payload, read_checkpoint, weights_digest
     from inn.device import resolve_device
 
     dev = resolve_device(device)
@@ -127,7 +127,8 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "data_fingerprint": fingerprint,
         "tag_column": record.get("column"),  # POS: the CoNLL-U column scored (xpos, upos); None for walks
         "model": meta.get("model"),
-        "weights_sha256": weights_digest(payload),  # the weights scored: binds the score to this model
+        # the weights scored (their digest as checked when read): binds the score to this model
+        "weights_sha256": payload.get(OWN_DIGEST) or weights_digest(payload),
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),
         "split": split,
