@@ -132,12 +132,12 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         raise InnError(f"no predictions.tsv for {len(missing)} of {len(runs)} runs (first: "
                        f"{run_label(missing.iloc[0])}); every comparison needs each run's test predictions: give "
                        "them all (--predictions, or --results)")
-    older = [r.predictions_path for r in runs.itertuples()
-             if not check_predictions(run_label(r._asdict()), recorded_metrics[(r.task, r.dataset, r.model, r.seed)],
-                                      r.predictions_path)]
+    keys = ["task", "dataset", "model", "seed"]
+    older = [seen[run] for run, path in zip(runs[keys].itertuples(index=False, name=None), runs.predictions_path)
+             if not check_predictions(run_label(dict(zip(keys, run))), recorded_metrics[run], path)]
     if older:
         log.warning("%d of %d runs' metrics.json were written before metrics named the digest of their predictions "
-                    "(first: %s's): checked against their predictions by their metric alone", len(older), len(runs),
+                    "(first: %s): checked against their predictions by their metric alone", len(older), len(runs),
                     older[0])
     _check_seeds_alike(runs)
     return runs.sort_values(["task", "dataset", "model", "seed"], ignore_index=True)
