@@ -24,6 +24,9 @@ Outputs in ``out_dir``:
   it was trained on (:mod:`inn.data.fingerprint`); a ``last.pt`` of other data (the corpus
   prepared again from other files) stops the run.
 
+A folder that holds a finished run (``checkpoint.pt`` and ``history.tsv``, no ``last.pt``) is
+left as it is: a plain rerun says so; ``--retrain`` trains it again, its files set aside.
+
 One run at a time per folder: a run holds ``.lock`` in it (:func:`inn.io.locked_folder`),
 checks the folder writable before it reads any data, and removes the temporary files a killed
 save left there.
