@@ -1,6 +1,6 @@
 """The API reference builds from the docstrings and documents what a user extends.
 
-README.md (Library) and CONTRIBUTING.md give the command; this builds the same pages with
+docs/library.md (API reference) gives the command; this builds the same pages with
 pdoc's Python API and reads them back as text: the layer, the cell protocol with every hook's
 shapes and return values, the linearisation, the solve entry point and its statistics, and the
 registries of models, cells and solvers.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pdoc  # the test extra's: missing, the test fails rather than skips
 import pytest
 
-#: the library's modules, as README.md's command lists them (``inn.experiment`` is the
+#: the library's modules, as docs/library.md's command lists them (``inn.experiment`` is the
 #: workflow's, not the library's; packages with ``__all__`` hide their submodules, so those are named)
 MODULES = ("inn", "inn.nn", "inn.nn.implicit_layer", "inn.nn.implicit_gru", "inn.nn.implicit_lstm",
            "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.data",
@@ -43,9 +43,9 @@ def sections(page: str) -> dict[str, str]:
             for name, body in zip(parts[1::2], parts[2::2])}
 
 
-def test_readme_gives_the_command_that_builds_these_pages():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"pdoc {' '.join(MODULES)} -o build/api" in readme
+def test_the_library_guide_gives_the_command_that_builds_these_pages():
+    guide = (REPO / "docs" / "library.md").read_text(encoding="utf-8")
+    assert f"pdoc {' '.join(MODULES)} -o build/api" in guide
 
 
 def test_every_library_module_has_a_page(pages):

@@ -120,6 +120,20 @@ def test_command_line_settings_get_their_types():
     assert config["solver"]["options"] == {"backward_tol": 0.001, "backward_fallback": None, "cuda_graph": "auto"}
 
 
+
+def test_the_readme_offline_quick_start_points_the_sample_at_a_folder():
+    """The README's offline quick start, as a shell reads it: its ``--config`` entry gives the
+    NLTK sample the folder named, over the quick preset (a typo in it would be the user's first
+    error)."""
+    import shlex
+
+    line = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("snakemake ") and "nltk_data:" in line)
+    words = shlex.split(line)
+    assert words[words.index("--configfile") + 1] == "config/quick.yaml"
+    config = validate_config(command_line(*words[words.index("--config") + 1:]), SCHEMA)
+    assert config["corpora"]["ptb_sample"]["nltk_data"] == "/path/to/nltk_data"
+
 @pytest.mark.parametrize("entry, message", [
     ("seeds=[1, two]", r"^config: seeds\.1: 'two' is not of type 'integer'$"),
     ("walks={dim: .inf}", r"^config: walks\.dim: '\.inf' is not of type 'integer'$"),

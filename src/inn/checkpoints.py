@@ -35,7 +35,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -44,8 +43,9 @@ import torch
 
 from inn.errors import InnError
 from inn.io import torch_load_data, torch_load_problem
-from inn.models import MODELS, ModelConfig, SequenceLabeler, build_model
+from inn.models import CELLS, MODELS, ModelConfig, SequenceLabeler, build_model
 from inn.perceptron import PerceptronPeer
+from inn.user_modules import missing_error, needed_by, recorded
 
 log = logging.getLogger(__name__)
 
@@ -124,18 +124,18 @@ def neural_payload(model: SequenceLabeler, meta: dict[str, Any], data: dict[str,
     """What a neural checkpoint holds: format, version, model config, weights, ``meta``, the
     ``data`` section (:func:`describe_data`) and ``extra`` (the trainer's resume state)."""
     weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-    module = _user_module(model.config.spec.module)
+    module = _user_modules(model)
     return sealed({"format": CHECKPOINT_FORMAT, "inn_version": _version(), "model_config": asdict(model.config),
                    "state_dict": weights, "meta": meta, "data": data or {}, **module, **extra})
 
 
-def _user_module(module: str | None) -> dict[str, str]:
-    """What a checkpoint records of the module of one's own that registered its model: its name
-    and its file (none for the package's models)."""
-    if module is None or module == "inn" or module.startswith("inn."):
-        return {}
-    file = getattr(sys.modules.get(module), "__file__", None)
-    return {"model_module": module, **({"model_module_file": str(file)} if file else {})}
+def _user_modules(model: SequenceLabeler) -> dict[str, list[dict[str, str]]]:
+    """What a checkpoint records of the modules of one's own its model needs
+    (:func:`inn.user_modules.needed_by`; none for the package's models)."""
+    spec = model.config.spec
+    factory = CELLS[spec.cell].factory if spec.cell in CELLS else None
+    modules = needed_by(model, spec.module, getattr(factory, "__module__", None))
+    return {"model_modules": modules} if modules else {}
 
 
 def perceptron_payload(peer: PerceptronPeer, meta: dict[str, Any], data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -218,12 +218,9 @@ def model_from_payload(payload: dict[str, Any], path: str | os.PathLike,
         return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
     config = dict(payload["model_config"])
     config.setdefault("solver", "newton_krylov")  # stored since the first format; before, the only one
-    module = payload.get("model_module")
-    if module and config.get("kind") not in MODELS:
-        file = payload.get("model_module_file")
-        raise InnError(f"{path}: its model {config.get('kind')} is registered by the module {module}"
-                       f"{f' ({file} when trained)' if file else ''}, which is not imported (a model file never "
-                       f"imports code by itself): give --import {module}" + (f" or --import {file}" if file else ""))
+    modules = recorded(payload)
+    if modules and config.get("kind") not in MODELS:
+        raise missing_error(path, config.get("kind"), modules)
     cfg = ModelConfig(**config)
     model = build_model(cfg)
     try:

@@ -43,3 +43,9 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number above 0, not {text!r}")
     return value
+
+
+class CellError(InnError):
+    """A cell that misbehaves on the probe its implicit layer runs when it is built
+    (:func:`inn.nn.probe.check_cell`): an output of the wrong shape, dtype or device, a
+    non-finite output from finite input, or an error in its forward."""

@@ -73,12 +73,21 @@ class CellSpec:
 
 #: every recurrent cell a model may name, by name
 CELLS: dict[str, CellSpec] = {}
+#: the package's own cells and models, which no registration replaces (set once they are registered)
+BUILTIN_CELLS: frozenset[str] = frozenset()
+BUILTIN_MODELS: frozenset[str] = frozenset()
+
+
+def _refuse_builtin(kind: str, name: str, builtins: frozenset[str]) -> None:
+    if name in builtins:
+        raise InnError(f"{kind} {name} is the package's own and cannot be replaced: register yours under another "
+                       f"name (e.g. my_{name})")
 
 
 def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool = True,
                   layer: bool = False) -> CellSpec:
-    """Add a recurrent cell that models may name (replacing one of the same name); see
-    :class:`CellSpec` for what ``factory`` returns.
+    """Add a recurrent cell that models may name (replacing one of one's own of the same name,
+    never one of the package's); see :class:`CellSpec` for what ``factory`` returns.
 
     Example, a cell of one's own as an implicit layer::
 
@@ -88,6 +97,7 @@ def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool =
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise InnError(f"cell name {name!r}: use lower-case letters, digits and _")
+    _refuse_builtin("cell", name, BUILTIN_CELLS)
     if not callable(factory):
         raise InnError(f"cell {name}: the factory must be callable (input_size, hidden_size) -> module, "
                        f"got {type(factory).__name__}")
@@ -187,14 +197,17 @@ MODELS: dict[str, ModelSpec] = {}
 
 
 def register(spec: ModelSpec) -> ModelSpec:
-    """Add a model to the experiments (replacing one of the same name).
+    """Add a model to the experiments (replacing one of one's own of the same name: a module
+    imported again).
 
     Raises:
-        InnError: a name that cannot be a path part, a cell that is not registered (register
-            it first with :func:`register_cell`), or ``implicit`` not saying what the cell is.
+        InnError: a name that cannot be a path part or is one of the package's models, a cell
+            that is not registered (register it first with :func:`register_cell`), or
+            ``implicit`` not saying what the cell is.
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", spec.name):
         raise InnError(f"model name {spec.name!r}: use lower-case letters, digits and _ (it is a path part)")
+    _refuse_builtin("model", spec.name, BUILTIN_MODELS)
     if spec.cell is not None:
         cell = CELLS.get(spec.cell)
         if cell is None:
@@ -236,6 +249,7 @@ for _spec in (
     ModelSpec("perceptron", "Averaged perceptron (NLTK)", None, in_paper=False, sizes={"pos": ()}),
 ):
     register(_spec)
+BUILTIN_CELLS, BUILTIN_MODELS = frozenset(CELLS), frozenset(MODELS)
 
 
 def neural_models() -> list[str]:
@@ -256,8 +270,8 @@ def model_with_role(role: str) -> str:
             return name
     if role not in ROLES:
         raise InnError(f"unknown model role {role!r}; use one of {', '.join(ROLES)}")
-    raise InnError(f"no model of the registry plays the role {role} ({ROLES[role]}): a module replaced the "
-                   f"package's model without it; give the ModelSpec that replaces it role={role!r}")
+    raise InnError(f"no model of the registry plays the role {role} ({ROLES[role]}): inn.models.MODELS was "
+                   "changed by hand; add models with inn.models.register")
 
 
 def paper_baselines() -> list[str]:
@@ -325,6 +339,9 @@ class ModelConfig:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
         if self.forget_max != 1.0 and self.spec.cell != "implicit_lstm":
             raise InnError(f"forget_max caps the implicit LSTM's forget gate; model {self.kind} has none")
+        if not self.implicit and (self.solver_options or self.trainable_boundary):
+            raise InnError(f"model {self.kind} has no implicit layer: solver_options and trainable_boundary apply "
+                           f"to {', '.join(implicit_models())} only; leave them out")
         self.affix_vocab = tuple(self.affix_vocab)
 
     @property
@@ -437,7 +454,7 @@ def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
     unit = cell.factory(input_size, cfg.hidden_size)
     state_size = getattr(unit, "state_size", cfg.hidden_size)
     return ImplicitSequence(unit, state_size, solver=cfg.solver, trainable_boundary=cfg.trainable_boundary,
-                            **options)
+                            input_size=input_size, **options)
 
 
 # --------------------------------------------------------------------------- the labeller

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit-timing": ("inn.experiment.timing:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
     "runs": ("inn.experiment.runs:main", "list every training run below results folders: finished or not, epochs, device, commit"),
     "collect": ("inn.experiment.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
+    "cost": ("inn.experiment.cost:main", "CPU hours of each walks run to its best dev epoch and to the best b-LSTM's dev error"),
     "report": ("inn.experiment.report:main", "render the HTML report from the workflow's tables and measurements"),
     "markdown": ("inn.experiment.views:main", "a tables folder's verdict, Tables 1-2, comparisons and runs as Markdown"),
     "concat-tables": ("inn.experiment.collect:concat_main", "stack TSV tables with the same columns into one"),

@@ -34,7 +34,15 @@ import yaml
 
 from inn.data.corpora import FILE_SPLITS, has_tokens
 from inn.errors import InnError
-from inn.models import FEATURES, MODELS, ROLES, ModelConfig, model_with_role
+from inn.models import (
+    BUILTIN_CELLS,
+    FEATURES,
+    MODELS,
+    ROLES,
+    ModelConfig,
+    model_with_role,
+    recurrent_layer,
+)
 from inn.solvers import SOLVERS, check_solver_options, solver_options
 
 
@@ -246,6 +254,7 @@ def validate_config(config: dict, schema: Mapping | str | os.PathLike) -> dict:
     if error is not None:
         raise InnError(f"config: {_where(error)}")
     check_config(config)
+    _probe_cells(config)
     return config
 
 
@@ -264,6 +273,23 @@ def _import_user_modules(config: Mapping) -> None:
                 model_with_role(role)
             except InnError as error:
                 raise InnError(f"config: imports: {error}") from None
+
+
+def _probe_cells(config: Mapping) -> None:
+    """Build, tiny, the implicit layer of each model the config runs on a cell of one's own, so
+    that a cell that misbehaves on the layer's probe (:mod:`inn.nn.probe`) or fails to build is
+    refused now, before any data is prepared (the package's own cells are tested)."""
+    for task, section in config["models"].items():
+        for kind in dict.fromkeys(section.get("run") or []):
+            spec = MODELS.get(kind)
+            if spec is None or not spec.implicit or spec.cell in BUILTIN_CELLS:
+                continue
+            try:
+                recurrent_layer(ModelConfig(task=task, kind=kind, hidden_size=4, num_classes=2, input_dim=3), 3)
+            except Exception as exc:  # noqa: BLE001 - the user's cell: its error, one line naming the model
+                text = (str(exc).strip().splitlines() or [""])[0]
+                what = text if isinstance(exc, InnError) else f"building its layer failed: {type(exc).__name__}: {text}"
+                raise InnError(f"config: models.{task}.run: model {kind}: {what}") from None
 
 
 def with_registry(schema: Mapping) -> dict:

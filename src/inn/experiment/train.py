@@ -67,7 +67,8 @@ from inn.io import (locked_folder, refuse_folders_at, remove_stale_temps, torch_
                     torch_save)
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sealed, weights_problem
 from inn.data.features import UNK
-from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, parse_model_name
+from inn.models import (FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models,
+                        parse_model_name)
 from inn.solvers import ConvergenceWarning, ResultCode
 from inn.tables import read_tsv, write_tsv
 
@@ -566,6 +567,10 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         return finished
     dev_ = resolve_device(device)
     kind, size = parse_model_name(model_name)
+    given = [key for key in ("solver", "solver_options", "trainable_boundary") if key in (model_options or {})]
+    if given and not MODELS[kind].implicit:
+        raise InnError(f"model {model_name} has no implicit layer: model.{', model.'.join(given)} apply to "
+                       f"{', '.join(implicit_models())} only; leave them out of its settings")
     data = load_task_data(task, data_dir, cfg)
     # the fingerprint, and what a tagger file needs of the data (the words it trains on)
     trained_on = describe_data(data_dir, task, max_train=cfg.max_train)
@@ -577,8 +582,6 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             options["hidden_size"] = (data.model_fields["word_dim"] + 6 * data.model_fields["affix_dim"] + 8)
         else:
             raise InnError(f"model {model_name}: no hidden size given")
-    if not MODELS[kind].implicit:
-        options = {k: v for k, v in options.items() if k not in ("solver", "solver_options", "trainable_boundary")}
     model_cfg = ModelConfig(task=task, kind=kind, dropout=cfg.dropout, **data.model_fields, **options)
     settings = _run_settings(model_cfg, cfg)
     meta = {"task": task, "model": model_name, **(meta or {}), **data.meta}

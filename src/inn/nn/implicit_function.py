@@ -206,7 +206,7 @@ def observe_adjoint(layer: Any, stats: Any) -> None:
     if len(recent) == AUTO_WINDOW and sum(recent) / AUTO_WINDOW > GMRES_PAYS_FROM:
         layer.adjoint_switched = True
         log.info("the adjoint took %.1f Anderson iterations a batch over the last %d batches: GMRES from here on "
-                 "(backward_solver auto; docs/implicit-layer.md, Hard systems)", sum(recent) / AUTO_WINDOW, AUTO_WINDOW)
+                 "(backward_solver auto; docs/hard-systems.md)", sum(recent) / AUTO_WINDOW, AUTO_WINDOW)
 
 
 def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how: str, tol: float,

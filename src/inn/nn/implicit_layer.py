@@ -594,6 +594,11 @@ class ImplicitSequence(nn.Module):
             :func:`inn.solvers.register_solver`. All reach the same states to ``tol``.
         trainable_boundary: learn the boundary states h_s and h_e (zero and fixed otherwise,
             as in the paper).
+        input_size: d, the width of x (default: the cell's ``input_size`` attribute, if any).
+            Known, it lets the layer check the cell on a tiny probe now
+            (:func:`inn.nn.probe.check_cell`: :class:`inn.errors.CellError` for a wrong
+            shape, dtype or device, or a non-finite state from finite input) and refuse xi of
+            another width.
         **options: solver options (see :func:`inn.solvers.solve`: ``tol``, ``max_iter``,
             ``candidates``, ``strict``, ...) and for the backward pass ``backward_solver``
             (a name in :data:`inn.solvers.ADJOINT_SOLVERS`; ``"anderson"`` default),
@@ -616,16 +621,19 @@ class ImplicitSequence(nn.Module):
     """
 
     def __init__(self, cell: nn.Module, state_size: int, solver: str = "anderson",
-                 trainable_boundary: bool = False, **options: Any) -> None:
+                 trainable_boundary: bool = False, input_size: int | None = None, **options: Any) -> None:
         super().__init__()
         from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
+        from inn.nn.probe import check_cell
         from inn.solvers import check_options, check_solver_options, solver_spec
 
         solver_spec(solver)  # an unknown name: one line listing the known ones
         self.cell = cell
         self.state_size = state_size
         self.output_size = getattr(cell, "output_size", state_size)
-        self.input_size = getattr(cell, "input_size", None)
+        self.input_size = input_size if input_size is not None else getattr(cell, "input_size", None)
+        if self.input_size is not None:
+            check_cell(cell, state_size, self.input_size)  # a misbehaving cell: one line now, not in a solve
         self.solver = solver
         self.backward_options = {key: options.pop(key) for key in BACKWARD_OPTIONS if key in options}
         check_backward_options(self.backward_options)

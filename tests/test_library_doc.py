@@ -1,5 +1,5 @@
-"""The README's library examples run as written after the quick start, and print what their
-comments say.
+"""The library guide's examples (docs/library.md, "Use") run as written after the README's quick
+start, and print what their comments say.
 
 The quick start's files come from the quick preset itself (config/quick.yaml, unchanged),
 limited to the targets the examples read: the NLTK sample's INN and its tagger file, and the
@@ -17,10 +17,10 @@ import pytest
 
 from test_workflow import REPO, snakemake
 
-README = REPO / "README.md"
+GUIDE = REPO / "docs" / "library.md"
 QUICK_TARGETS = ("results/taggers/pos/ptb_sample/inn/seed1/tagger.pt", "results/data/walks/b0.5/test.pt")
 
-#: Runs one README block statement by statement; a statement whose comment (on its line, or alone
+#: Runs one block of the guide statement by statement; a statement whose comment (on its line, or alone
 #: on the next) is a Python literal must evaluate to it. Prints how many it checked.
 HARNESS = r'''
 import ast, io, sys, tokenize
@@ -37,18 +37,18 @@ for node in ast.parse(source).body:
     except (ValueError, SyntaxError):
         expected = None
     if expected is None:
-        exec(compile(ast.Module([node], []), "README.md", "exec"), namespace)
+        exec(compile(ast.Module([node], []), "library.md", "exec"), namespace)
         continue
-    value = eval(compile(ast.Expression(node.value), "README.md", "eval"), namespace)
-    assert value == expected, f"README.md line {first_line + node.lineno - 1}: {value!r}, the comment says {expected!r}"
+    value = eval(compile(ast.Expression(node.value), "library.md", "eval"), namespace)
+    assert value == expected, f"library.md line {first_line + node.lineno - 1}: {value!r}, the comment says {expected!r}"
     checked += 1
 print(checked)
 '''
 
 
-def readme_blocks(language: str, section: str) -> list[tuple[int, str]]:
-    """(first line number, text) of every ```language block in the README's ``## section``."""
-    text = README.read_text(encoding="utf-8")
+def guide_blocks(language: str, section: str) -> list[tuple[int, str]]:
+    """(first line number, text) of every ```language block in the guide's ``## section``."""
+    text = GUIDE.read_text(encoding="utf-8")
     start = text.index(f"\n## {section}\n")
     end = text.find("\n## ", start + 1)
     body = text[start:end if end > 0 else None]
@@ -73,7 +73,7 @@ def quick_start(tmp_path_factory, ewt_dir, nltk_data):
 
 
 def test_the_library_blocks_are_found():
-    blocks = readme_blocks("python", "Library")
+    blocks = guide_blocks("python", "Use")
     assert len(blocks) == 2 and "Tagger.load" in blocks[0][1] and "register(" in blocks[1][1]
 
 
@@ -82,13 +82,13 @@ def test_the_harness_fails_on_a_wrong_comment(tmp_path):
     source = "x = [1, 2]\nx + [3]   # [1, 2, 3]\nlen(x)\n          # 3\n"
     result = subprocess.run([sys.executable, "-c", HARNESS, source, "10"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 1 and "README.md line 12: 2, the comment says 3" in result.stderr
+    assert result.returncode == 1 and "library.md line 12: 2, the comment says 3" in result.stderr
 
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("index", [0, 1])
-def test_readme_library_examples_run_after_the_quick_start(quick_start, index):
-    first_line, source = readme_blocks("python", "Library")[index]
+def test_the_library_examples_run_after_the_quick_start(quick_start, index):
+    first_line, source = guide_blocks("python", "Use")[index]
     result = subprocess.run([sys.executable, "-c", HARNESS, source, str(first_line)], cwd=quick_start,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
