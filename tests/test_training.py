@@ -14,7 +14,7 @@ from inn.experiment.prepare import prepare_pos
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment.evaluate import evaluate_checkpoint, score_pos, score_walks
-from inn.checkpoints import load_checkpoint
+from inn.checkpoints import load_checkpoint, sealed
 from inn.models import parse_model_name
 from inn.experiment.train import TrainConfig, WarmStarts, train
 
@@ -259,7 +259,7 @@ def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, 
     # a weight gone bad after epoch 1 (the data must stay: last.pt resumes only on its own data)
     saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     saved["state_dict"]["output.weight"][0, 0] = float("nan")
-    torch.save(saved, tmp_path / "run" / "last.pt")
+    torch.save(sealed(saved), tmp_path / "run" / "last.pt")  # as if saved so: not damaged
     last = (tmp_path / "run" / "last.pt").read_bytes()
     with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch \d+ of 3; stopped, the last good checkpoint"):
         train("walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu")
@@ -273,7 +273,7 @@ def test_a_solve_gone_non_finite_is_named_as_the_cause(tmp_path, walk_dir):
     train("walks", walk_dir, "inn_lstm", tmp_path / "run", cfg, options, device="cpu", stop_after=1)
     saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     saved["state_dict"]["rnn.weight_gates"][4, 0] = float("inf")  # U_f: f (and so c) no longer finite
-    torch.save(saved, tmp_path / "run" / "last.pt")
+    torch.save(sealed(saved), tmp_path / "run" / "last.pt")
     with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch 1 of 3: the implicit layer's forward solve "
                                        r"went non-finite in \d+ of \d+ sequences \(their states grew without bound.*"
                                        r"capping the implicit LSTM's forget gate \(inn_lstm_forget_max below 1"):
@@ -409,7 +409,8 @@ def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, ca
     out = tmp_path / "run"
     train("pos", pos_dir, "gru", out, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
     old = (out / "checkpoint.pt").read_bytes()
-    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1)
+    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1,
+          retrain=True)
     assert not (out / "checkpoint.pt").exists() and len(pd.read_csv(out / "history.tsv", sep="\t")) == 1
     [aside] = out.glob("checkpoint.pt.replaced-*")
     assert aside.read_bytes() == old and len(list(out.glob("history.tsv.replaced-*"))) == 1

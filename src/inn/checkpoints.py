@@ -18,7 +18,11 @@ shared model file cannot run code. Format 2 (this version) holds:
   and ``dev_unseen``, the share of its dev tokens unseen in training. With these a POS
   checkpoint tags text alone (:class:`inn.tagger.Tagger`);
 - in a trainer's ``last.pt`` also its resume state (``settings``, ``optimizer``,
-  ``train_state``, warm starts).
+  ``train_state``, warm starts);
+- ``weights_sha256``: the digest of its own weights (:func:`weights_digest`), written when it
+  is saved and checked whenever it is read (:func:`weights_problem`): a file whose weights
+  were damaged or altered since, or are not finite, is refused. Files written before it
+  existed load with a warning.
 
 Format 1 (inn before data fingerprints) had no ``data`` section: such files still load for
 evaluation and resume, and :func:`self_contained` converts one with its prepared folder.
@@ -51,6 +55,8 @@ CHECKPOINT_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 #: the trainer's resume state, which a tagger file leaves out
 TRAINER_STATE_KEYS = ("settings", "optimizer", "train_state", "warm_starts", "warm_adjoints")
+#: the key of a model file's digest of its own weights (:func:`sealed`)
+OWN_DIGEST = "weights_sha256"
 #: the CoNLL-U column a POS model predicts when its data does not say (tsv, PTB, NLTK corpora)
 DEFAULT_COLUMN = "xpos"
 COLUMNS = ("xpos", "upos")
@@ -64,7 +70,8 @@ def _version() -> str:
 
 def describe_data(folder: str | os.PathLike, task: str, column: str | None = None,
                   max_train: int | None = None) -> dict[str, Any]:
-    """The ``data`` section of a checkpoint trained on the prepared ``folder``.
+    """The ``data`` section of a checkpoint trained on the prepared ``folder``, whose files must
+    be as the data stage wrote them (:func:`inn.data.fingerprint.checked_fingerprint`).
 
     Args:
         task: ``pos`` (the section adds the feature vocabularies, the tag column and the
@@ -75,10 +82,10 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
             ``word_counts`` (which words count as seen in training, for unseen-word accuracy)
             are then those of the sentences it trains on, not of the whole split.
     """
-    from inn.data.fingerprint import data_fingerprint, read_record
+    from inn.data.fingerprint import checked_fingerprint, read_record
 
     folder = Path(folder)
-    section: dict[str, Any] = {"fingerprint": data_fingerprint(folder)}
+    section: dict[str, Any] = {"fingerprint": checked_fingerprint(folder)}
     if task == "pos":
         record = read_record(folder)
         column = column or record.get("column") or DEFAULT_COLUMN
@@ -118,8 +125,8 @@ def neural_payload(model: SequenceLabeler, meta: dict[str, Any], data: dict[str,
     ``data`` section (:func:`describe_data`) and ``extra`` (the trainer's resume state)."""
     weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
     module = _user_modules(model)
-    return {"format": CHECKPOINT_FORMAT, "inn_version": _version(), "model_config": asdict(model.config),
-            "state_dict": weights, "meta": meta, "data": data or {}, **module, **extra}
+    return sealed({"format": CHECKPOINT_FORMAT, "inn_version": _version(), "model_config": asdict(model.config),
+                   "state_dict": weights, "meta": meta, "data": data or {}, **module, **extra})
 
 
 def _user_modules(model: SequenceLabeler) -> dict[str, list[dict[str, str]]]:
@@ -133,8 +140,8 @@ def _user_modules(model: SequenceLabeler) -> dict[str, list[dict[str, str]]]:
 
 def perceptron_payload(peer: PerceptronPeer, meta: dict[str, Any], data: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a perceptron checkpoint holds: format, version, its weights, ``meta`` and ``data``."""
-    return {"format": CHECKPOINT_FORMAT, "inn_version": _version(), "perceptron": peer.state(), "meta": meta,
-            "data": data or {}}
+    return sealed({"format": CHECKPOINT_FORMAT, "inn_version": _version(), "perceptron": peer.state(), "meta": meta,
+                   "data": data or {}})
 
 
 def save_perceptron(peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any],
@@ -170,6 +177,9 @@ def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise InnError(f"{path} was written by inn {payload.get('inn_version', '?')} in model file format "
                        f"{version}, which inn {_version()} cannot read (formats {', '.join(map(str, READABLE_FORMATS))}): "
                        "use the inn version that wrote it, or upgrade inn")
+    problem = weights_problem(payload, path)
+    if problem is not None:
+        raise InnError(f"{path}: {problem}; use an intact copy, or train (or export) the model again")
     return payload
 
 
@@ -328,7 +338,38 @@ def with_test_scores(payload: dict[str, Any], metrics: dict[str, Any]) -> dict[s
 
 
 def save_payload(payload: dict[str, Any], path: str | os.PathLike) -> None:
-    """Write a payload (a tagger file) atomically."""
+    """Write a payload (a tagger file) atomically, with the digest of its weights."""
     from inn.io import torch_save
 
-    torch_save(payload, path)
+    torch_save(sealed(payload), path)
+
+
+def sealed(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with the digest of its own weights (:data:`OWN_DIGEST`), which every read
+    checks (:func:`weights_problem`); call it on what was read and checked, or just made."""
+    return {**payload, OWN_DIGEST: weights_digest(payload)}
+
+
+def weights_problem(payload: dict[str, Any], path: str | os.PathLike, finite: bool = True) -> str | None:
+    """Why the weights of a model file or resume state read from ``path`` must not be used, in
+    words for a message, or None: they no longer match the digest written with them (bytes
+    damaged or altered since: torch's own reader does not notice), or, with ``finite``, a
+    neural model's are not finite (NaN or inf: every tag would be empty; a resume state's are
+    left to training, whose first loss names them). A file written before the digest existed
+    is used, with a warning that it could not be checked."""
+    stored = payload.get(OWN_DIGEST)
+    if stored is None:
+        log.warning("%s was written before model files carried the digest of their own weights: cannot check "
+                    "that they are undamaged", path)
+    else:
+        actual = weights_digest(payload)
+        if stored != actual:
+            return (f"its weights are damaged or were altered (they hash to sha256 {actual[:16]}..., the file "
+                    f"was saved with {stored[:16]}...)")
+    weights = (payload.get("state_dict") or {}) if finite else {}
+    bad = [name for name, tensor in weights.items()
+           if torch.is_tensor(tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        return (f"its weights are not finite ({len(bad)} of {len(weights)} tensors hold NaN or inf values, first "
+                f"{bad[0]}): a model that cannot tag")
+    return None

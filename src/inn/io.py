@@ -1,9 +1,10 @@
 """Atomic file output: a reader never sees a half-written file, a crash leaves none behind.
 
 Also what keeps an output folder sound between runs: :func:`locked_folder` admits one writer
-at a time and checks the folder is writable before any work starts, and
+at a time and checks the folder is writable before any work starts,
 :func:`remove_stale_temps` clears the temporary files of a writer that was killed (``kill -9``)
-before it could remove them itself.
+before it could remove them itself, and :func:`atomic_folder` writes a folder whole or not at
+all.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import socket
 import stat
 import sys
@@ -381,3 +383,43 @@ def check_out_dir(folder: str | os.PathLike, flag: str = "--out-dir") -> None:
     if kind not in (None, "folder"):
         shown = "a file" if kind == "file" else kind
         raise InnError(f"{flag} {folder} is {shown}, not a folder: name a folder (it is created if missing)")
+
+
+@contextlib.contextmanager
+def atomic_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Write ``folder`` whole or not at all, as its only writer: yield an empty temporary
+    sibling to write into; on success it takes ``folder``'s place, on any exception it is
+    removed and ``folder`` is left as it was.
+
+    Held as :func:`locked_folder` holds it (a second writer is refused, naming the first); the
+    held lock file moves into the new folder, so it stays held across the swap. What the old
+    folder holds that the new one does not (a log, notes of one's own) is carried over. The
+    temporary siblings of a writer that was killed are removed first.
+    """
+    folder = Path(folder)
+    prefix = f".{Path(os.path.abspath(folder)).name}.writing-"
+    with locked_folder(folder):
+        for stale in folder.parent.glob(f"{glob.escape(prefix)}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=folder.parent))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; an output folder gets ordinary permissions
+        except OSError as exc:
+            raise _write_error(folder.parent, exc) from None
+        try:
+            yield tmp
+            old = Path(f"{tmp}.old")
+            try:
+                for entry in folder.iterdir():
+                    if entry.name != LOCK_NAME and not os.path.lexists(tmp / entry.name):
+                        os.replace(entry, tmp / entry.name)
+                os.replace(folder / LOCK_NAME, tmp / LOCK_NAME)
+                os.replace(folder, old)
+                os.replace(tmp, folder)
+            except OSError as exc:
+                raise _write_error(folder, exc) from None
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from inn.checkpoints import COLUMNS, model_from_payload, read_checkpoint, self_contained, weights_digest
+from inn.checkpoints import COLUMNS, OWN_DIGEST, model_from_payload, read_checkpoint, self_contained, weights_digest
 from inn.data.corpora import PTB_FORMATS
 from inn.data.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
@@ -101,7 +101,7 @@ class Tagger:
         if data.get("column") not in COLUMNS:
             raise InnError(f"{path}: unknown tag column {data.get('column')!r} in its data section")
         tagger = cls(model, features, data["column"], meta, dev, batch_size)
-        tagger.weights_sha256 = weights_digest(payload)
+        tagger.weights_sha256 = payload.get(OWN_DIGEST) or weights_digest(payload)  # checked when read
         tagger.data = {k: data.get(k) for k in ("corpus", "format", "language", "dev_unseen")}
         test = meta.get("test")
         scored = test.get("weights_sha256") if isinstance(test, dict) else None

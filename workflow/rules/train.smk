@@ -31,7 +31,7 @@ rule train_model:
     shell:
         "python -m inn train --task {wildcards.task} --data {params.data} --model {wildcards.model}"
         " --seed {wildcards.seed} --out-dir {params.out} --device {params.device} --threads {threads}"
-        " --settings {params.settings:q} 2> {log}"
+        " --settings {params.settings:q} --retrain 2> {log}"
 
 
 rule train_perceptron:

@@ -14,7 +14,9 @@ Every checkpoint stores the fingerprint of the data it was trained on (:mod:`inn
 training checks it when it resumes, evaluation before it scores a split. The data stage also
 records it, with the corpus's facts (its name, format and CoNLL-U tag column), in
 ``prepared.json``; folders prepared before that file existed get theirs computed from their
-contents, which is what :func:`data_fingerprint` always does.
+contents, which is what :func:`data_fingerprint` always does. Training and evaluation take a
+folder's fingerprint through :func:`checked_fingerprint`, which refuses a folder whose files
+no longer have the one recorded (a split edited or cut short, the tag list reordered).
 """
 
 from __future__ import annotations
@@ -80,6 +82,28 @@ def data_fingerprint(folder: str | os.PathLike) -> str:
         raise InnError(f"{folder} is not a prepared data folder (no features.json or train.pt in it): "
                        "run the data stage first")
     return digest.hexdigest()[:DIGITS]
+
+
+def checked_fingerprint(folder: str | os.PathLike) -> str:
+    """The fingerprint of a prepared folder (:func:`data_fingerprint`), checked against the one
+    its ``prepared.json`` records (a folder prepared before that file: unchecked).
+
+    Raises:
+        InnError: its files changed since the data stage wrote them (edited, cut short,
+            reordered, damaged; a ``features.json`` that cannot be read is named as such).
+    """
+    fingerprint = data_fingerprint(folder)
+    recorded = read_record(folder).get("fingerprint")
+    if recorded is not None and recorded != fingerprint:
+        features = Path(folder) / "features.json"
+        if features.is_file():
+            from inn.data.features import FeatureExtractor
+
+            FeatureExtractor.load(features)  # one line naming a damaged file and the fix
+        raise InnError(f"{folder} changed since the data stage prepared it (fingerprint {fingerprint}, "
+                       f"{Path(folder) / RECORD_NAME} records {recorded}): a split or features.json was "
+                       "edited or damaged; prepare the data again")
+    return fingerprint
 
 
 def write_record(folder: str | os.PathLike, **facts: Any) -> str:

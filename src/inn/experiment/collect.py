@@ -26,7 +26,7 @@ Outputs:
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,8 +38,11 @@ from inn.experiment import paper
 from inn.errors import InnError
 from inn.io import check_out_dir, refuse_inputs_as_outputs
 from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines
+from inn.experiment.run_checks import check_predictions, read_metrics
 from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
+
+log = logging.getLogger(__name__)
 
 RUN_PATH = re.compile(r"(?P<task>pos|walks)/(?P<dataset>[^/]+)/(?P<model>[^/]+)/seed(?P<seed>\d+)(?:/[^/]+|[._][^/]*)$")
 SIZED = re.compile(r"^(?P<base>[a-z][a-z0-9_]*)-h(?P<size>\d+)$")
@@ -86,7 +89,7 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
               predictions: Iterable[str | Path] = ()) -> pd.DataFrame:
     """One row per run: its key, test metrics, sizes and timings, its best dev score, and where
     its test predictions are (for the paired comparisons)."""
-    rows, seen = [], {}
+    rows, seen, recorded_metrics = [], {}, {}
     for path in metrics:
         key = run_key(path)
         run = tuple(key.values())
@@ -94,7 +97,8 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
             raise InnError(f"{path}: the same run as {seen[run]} ({key['task']} {key['dataset']} {key['model']} "
                            f"seed {key['seed']}); give each run once, or its seeds would count twice")
         seen[run] = path
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_metrics(path)
+        recorded_metrics[run] = data
         recorded = {name: data[name] for name in key if name in data}
         if recorded != {name: key[name] for name in recorded}:
             raise InnError(f"{path}: its folder says {run_label(key)} but the file says {run_label(recorded)} "
@@ -129,6 +133,13 @@ def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (
         raise InnError(f"no predictions.tsv for {len(missing)} of {len(runs)} runs (first: "
                        f"{run_label(missing.iloc[0])}); every comparison needs each run's test predictions: give "
                        "them all (--predictions, or --results)")
+    keys = ["task", "dataset", "model", "seed"]
+    older = [seen[run] for run, path in zip(runs[keys].itertuples(index=False, name=None), runs.predictions_path)
+             if not check_predictions(run_label(dict(zip(keys, run))), recorded_metrics[run], path)]
+    if older:
+        log.warning("%d of %d runs' metrics.json were written before metrics named the digest of their predictions "
+                    "(first: %s): checked against their predictions by their metric alone", len(older), len(runs),
+                    older[0])
     _check_seeds_alike(runs)
     return runs.sort_values(["task", "dataset", "model", "seed"], ignore_index=True)
 

@@ -7,7 +7,7 @@ Random walks (paper 3.1): per-step classification error, as a fraction.
 The scores come from :mod:`inn.scoring` (plain gold/predicted sequences), so the neural
 taggers and the classical peer (:mod:`inn.perceptron`) are scored by the same code; checkpoints
 of both kinds load through :mod:`inn.checkpoints`. Outputs: ``metrics.json`` and
-``predictions.tsv`` (one row per token or step).
+``predictions.tsv`` (one row per token or step), written as one unit (:func:`write_outputs`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ import pandas as pd
 import torch
 
 from inn import batches as B
-from inn.data.fingerprint import data_fingerprint, read_record
+from inn.data.fingerprint import checked_fingerprint, read_record
 from inn.errors import InnError, positive_int
-from inn.io import check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
+from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
+from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
 from inn.experiment.runs import source_commit
 from inn.models import predict
 from inn.scoring import score_pos, score_walks
@@ -47,22 +48,6 @@ def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) 
                        f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
 
 
-def _check_unchanged(data_dir: str | os.PathLike, fingerprint: str) -> None:
-    """Stop if the prepared ``data_dir`` is not as the data stage left it: its ``features.json``
-    cannot be read (damaged: a changed fingerprint would otherwise read as other data), or its
-    files no longer have the fingerprint ``prepared.json`` recorded (edited or damaged since)."""
-    from inn.data.features import FeatureExtractor
-
-    features = Path(data_dir) / "features.json"
-    if features.is_file():
-        FeatureExtractor.load(features)  # one line naming a damaged file and the fix
-    recorded = read_record(data_dir).get("fingerprint")
-    if recorded is not None and recorded != fingerprint:
-        raise InnError(f"{data_dir} changed since the data stage prepared it (fingerprint {fingerprint}, "
-                       f"{Path(data_dir) / 'prepared.json'} records {recorded}): a split or features.json was "
-                       "edited or damaged; prepare the data again")
-
-
 def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.PathLike) -> str:
     """Refuse a model trained on other data than the prepared ``data_dir``; returns the folder's
     fingerprint.
@@ -71,16 +56,15 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
     and vocabularies): a corpus re-prepared from other files, with the same tag set and the
     same vocabulary sizes, is still other data, whose word indices mean other words. A
     checkpoint written before fingerprints (format 1) cannot be checked: a warning says so.
-    A folder whose files are damaged, or changed since the data stage wrote them, is named as
-    such rather than as other data (:func:`_check_unchanged`).
+    A folder whose files are damaged, or changed since the data stage wrote them, is refused
+    as such first (:func:`inn.data.fingerprint.checked_fingerprint`).
     """
-    fingerprint = data_fingerprint(data_dir)
+    fingerprint = checked_fingerprint(data_dir)
     trained = (payload.get("data") or {}).get("fingerprint")
     if trained is None:
         log.warning("%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
                     checkpoint, payload.get("format"), data_dir)
     elif trained != fingerprint:
-        _check_unchanged(data_dir, fingerprint)
         corpus = (payload.get("data") or {}).get("corpus") or payload.get("meta", {}).get("dataset")
         raise InnError(f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
                        f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
@@ -102,7 +86,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                         device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
     with that folder's vocabularies; a model trained on other data is refused (:func:`check_data`)."""
-    from inn.checkpoints import model_from_payload, read_checkpoint, weights_digest
+    from inn.checkpoints import OWN_DIGEST, model_from_payload, read_checkpoint, weights_digest
     from inn.device import resolve_device
 
     dev = resolve_device(device)
@@ -143,7 +127,8 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "data_fingerprint": fingerprint,
         "tag_column": record.get("column"),  # POS: the CoNLL-U column scored (xpos, upos); None for walks
         "model": meta.get("model"),
-        "weights_sha256": weights_digest(payload),  # the weights scored: binds the score to this model
+        # the weights scored (their digest as checked when read): binds the score to this model
+        "weights_sha256": payload.get(OWN_DIGEST) or weights_digest(payload),
         "seed": meta.get("seed"),
         "scale": meta.get("scale"),
         "split": split,
@@ -166,6 +151,18 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                          if k not in ("word_vocab", "affix_vocab")} or None,
     }
     return out, table
+
+
+def write_outputs(out: Path, metrics: dict, table: pd.DataFrame) -> None:
+    """Write ``predictions.tsv`` and ``metrics.json`` into ``out`` as one unit: both to
+    temporary files first, so that a failed write (of either) replaces neither; the metrics
+    name the digest of the predictions they were computed from (``predictions_sha256``, which
+    ``inn collect`` checks), and go into place first: were the last rename to fail, the
+    metrics would name predictions that are not beside them, never silently other ones."""
+    with atomic_path(out / "predictions.tsv") as predictions, atomic_path(out / "metrics.json") as scores:
+        write_tsv(predictions, table)
+        metrics[PREDICTIONS_DIGEST] = sha256_hex(predictions.read_bytes())
+        write_json(scores, metrics)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -200,9 +197,7 @@ def main(argv: list[str]) -> None:
         metrics["epochs"] = epochs
         # (the perceptron's one row holds all its passes)
         metrics["seconds_per_epoch"] = float(history["seconds"].sum()) / max(metrics["epochs"], 1)
-    out = Path(args.out)
-    write_tsv(out / "predictions.tsv", table)
-    write_json(out / "metrics.json", metrics)
+    write_outputs(Path(args.out), metrics, table)
     name = metrics["metric"]
     log.info("%s %s on %s/%s: %s %.4f", metrics["model"], metrics["task"], metrics["dataset"], args.split,
              name, metrics[name])

@@ -1,7 +1,9 @@
 """The data stage's commands: prepare a POS corpus, generate one walk set.
 
 Each reads everything and validates it before writing anything, then writes every output
-atomically, so a failed run leaves no partial files behind.
+atomically, so a failed run leaves no partial files behind. A POS folder is written whole or
+not at all, by one writer at a time (:func:`inn.io.atomic_folder`): a preparation that fails
+half way leaves the folder as it was, and a second one into the same folder is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from inn.data.features import FeatureExtractor
 from inn.data.fingerprint import write_record
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.errors import at_least, positive_float, positive_int
-from inn.io import check_out_dir, refuse_inputs_as_outputs
+from inn.io import atomic_folder, check_out_dir, refuse_inputs_as_outputs
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -58,21 +60,21 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, languag
     ``train.tsv``, ``dev.tsv``, ``test.tsv`` (word<TAB>tag), ``features.json``,
     ``prepared.json`` (the corpus, its format, its language, the CoNLL-U column its tags come
     from, and the data's fingerprint: :mod:`inn.data.fingerprint`) and ``summary.tsv`` under
-    ``out``. ``language``: an ISO 639 code; default: what the format or a UD file name says
-    (:func:`inn.data.corpora.corpus_language`), else unknown. Taggers of the corpus tokenize raw
+    ``out``, whole or not at all. ``language``: an ISO 639 code; default: what the format or a
+    UD file name says (:func:`inn.data.corpora.corpus_language`), else unknown. Taggers of the corpus tokenize raw
     text by it (:mod:`inn.data.tokenize`).
     """
-    out = Path(out)
     splits = read_corpus(format, source, corpus)
     features = FeatureExtractor(**sizes).fit(splits["train"])
     summary = summarize_pos(corpus, splits, features)
-    for split in SPLITS:
-        write_tagged(out / f"{split}.tsv", splits[split])
-    features.save(out / "features.json")
     column = (source.get("tags") or "xpos") if format == "conllu" else "xpos"  # PTB tags: XPOS
     language = language or corpus_language(format, source)
-    write_record(out, corpus=corpus, format=format, column=column, language=language)
-    write_tsv(out / "summary.tsv", summary)
+    with atomic_folder(out) as folder:
+        for split in SPLITS:
+            write_tagged(folder / f"{split}.tsv", splits[split])
+        features.save(folder / "features.json")
+        write_record(folder, corpus=corpus, format=format, column=column, language=language)
+        write_tsv(folder / "summary.tsv", summary)
     log.info("%s: %s", corpus, ", ".join(
         f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()))
 

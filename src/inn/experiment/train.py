@@ -24,6 +24,9 @@ Outputs in ``out_dir``:
   it was trained on (:mod:`inn.data.fingerprint`); a ``last.pt`` of other data (the corpus
   prepared again from other files) stops the run.
 
+A folder that holds a finished run (``checkpoint.pt`` and ``history.tsv``, no ``last.pt``) is
+left as it is: a plain rerun says so; ``--retrain`` trains it again, its files set aside.
+
 One run at a time per folder: a run holds ``.lock`` in it (:func:`inn.io.locked_folder`),
 checks the folder writable before it reads any data, and removes the temporary files a killed
 save left there.
@@ -62,12 +65,12 @@ from inn.experiment.config import check_model_solver, check_settings, training_d
 from inn.experiment.runs import device_label, resumed_commit_note, source_commit
 from inn.io import (check_out_dir, locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data,
                     torch_load_problem, torch_save)
-from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload
+from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sealed, weights_problem
 from inn.data.features import UNK
 from inn.models import (FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models,
                         parse_model_name)
 from inn.solvers import ConvergenceWarning, ResultCode
-from inn.tables import write_tsv
+from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
 
@@ -428,6 +431,8 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
             problem = f"not a resume state of this inn (format {' or '.join(map(str, READABLE_FORMATS))})"
         elif missing := [key for key in RESUME_KEYS if key not in saved]:
             problem = f"no {' or '.join(missing)} in it: a model checkpoint, not a resume state"
+        else:
+            problem = weights_problem(saved, path, finite=False)
     if problem is None:
         # the data first: data prepared again also changes the settings it decides (vocabulary
         # sizes, tag count), and "a different configuration" would name the wrong cause
@@ -456,6 +461,8 @@ def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
                        f"{fix}") from None
     if not isinstance(best, dict) or not isinstance(best.get("meta"), dict) or "state_dict" not in best:
         raise InnError(f"cannot finish {out_dir}: {best_path} is not a model state of this inn; {fix}")
+    if problem := weights_problem(best, best_path):
+        raise InnError(f"cannot finish {out_dir}: {best_path} is damaged ({problem}); {fix}")
     return best
 
 
@@ -494,6 +501,15 @@ def _set_aside_finished_run(out_dir: Path) -> None:
                         aside.name)
 
 
+def _finished_history(out_dir: Path) -> pd.DataFrame | None:
+    """The history of the finished run in ``out_dir`` (its ``checkpoint.pt`` and ``history.tsv``
+    and no ``last.pt`` to resume from), or None where there is none."""
+    if (out_dir / "last.pt").is_file() or not all((out_dir / name).is_file() for name in ("checkpoint.pt",
+                                                                                           "history.tsv")):
+        return None
+    return read_tsv(out_dir / "history.tsv")
+
+
 def _nonfinite_solve(model: SequenceLabeler) -> str:
     """Why an implicit model's loss went non-finite, where its forward solve says: the states of
     some sequences grew without bound (the implicit LSTM's cell state c has no bound of its own,
@@ -520,8 +536,11 @@ def _stop_note(last_path: Path, epoch: int) -> str:
 @_holding_out_dir
 def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str | os.PathLike,
           cfg: TrainConfig, model_options: dict[str, Any] | None = None, device: str = "auto",
-          meta: dict[str, Any] | None = None, stop_after: int | None = None) -> pd.DataFrame:
+          meta: dict[str, Any] | None = None, stop_after: int | None = None, retrain: bool = False) -> pd.DataFrame:
     """Train ``model_name`` on a prepared ``task`` folder; write the outputs into ``out_dir``.
+
+    A folder that holds a finished run is left as it is (one line says so, its history is
+    returned) unless ``retrain``: then its model and history are set aside and it trains afresh.
 
     Args:
         model_options: ModelConfig fields that are not decided by the data: ``hidden_size``
@@ -542,6 +561,10 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not retrain and (finished := _finished_history(out_dir)) is not None:
+        log.info("%s holds a finished run (%d epoch(s)): nothing to do; give --retrain to train it again (its "
+                 "checkpoint.pt and history.tsv are then set aside)", out_dir, len(finished))
+        return finished
     dev_ = resolve_device(device)
     kind, size = parse_model_name(model_name)
     given = [key for key in ("solver", "solver_options", "trainable_boundary") if key in (model_options or {})]
@@ -645,7 +668,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                         parameters=model.num_parameters(), threads=torch.get_num_threads(), settings=settings)
     if "settings" in best:
         best["settings"] = settings
-    torch_save(best, out_dir / "checkpoint.pt")
+    torch_save(sealed(best), out_dir / "checkpoint.pt")
     last_path.unlink()  # first: a crash between the two restarts training rather than failing
     best_path.unlink()
     log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
@@ -826,6 +849,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
+    parser.add_argument("--retrain", action="store_true", help="train afresh over a finished run in --out-dir (its "
+                        "checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is")
     args = parser.parse_args(argv)
     check_out_dir(args.out)
     if args.threads:
@@ -836,7 +861,7 @@ def main(argv: list[str]) -> None:
     with stretch_log(Path(args.out)):
         try:
             train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
-                  stop_after=args.stop_after)
+                  stop_after=args.stop_after, retrain=args.retrain)
         except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
             last = Path(args.out) / "last.pt"
             note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
