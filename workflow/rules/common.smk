@@ -17,6 +17,7 @@ from inn.experiment.config import (
     bias_name,
     check_inputs,
     model_sizes,
+    paper_corpora,
     pos_corpora as configured_corpora,
     run_models,
     timed_pos_corpus,
