@@ -46,11 +46,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from inn.device import resolve_device
+from inn.device import machine_load, resolve_device, set_threads
 from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.io import torch_load_data, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
-from inn.experiment.timing import fit_power_law, fitted_lengths, machine_load, synchronize
+from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
 from inn.models import bidirectional_baselines
 from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
 from inn.tables import write_tsv
@@ -318,7 +318,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
-    if args.threads:
+    if args.threads:  # main() has set the default
         torch.set_num_threads(args.threads)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
@@ -592,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=positive_float, default=60.0,
                         help="budget per method and (weights, k, n): a method whose forward+backward takes over "
                              "max-seconds / (repeats + 1) is timed once and skipped at longer n")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--clock", choices=["wall", "process"], default="wall",
                         help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
                              "busy machine: it measures work, not the neighbours' load)")
@@ -619,8 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     args.device = str(resolve_device(args.device))
     if args.clock == "process" and not args.device.startswith("cpu"):
         raise InnError("--clock process measures CPU time: use it with --device cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     unknown = sorted(set(args.peers or ()) - set(PEERS))
     if unknown:
         raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")

@@ -24,6 +24,7 @@ import torch
 
 from inn import batches as B
 from inn.data.fingerprint import data_fingerprint, read_record
+from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import write_json
 from inn.experiment.runs import source_commit
@@ -183,8 +184,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int)
     parser.add_argument("--max-sequences", type=positive_int, help="score only the first N sequences")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
     if args.history:
         history = read_tsv(args.history)

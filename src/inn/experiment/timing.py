@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from inn.device import available_cores, machine_load
 from inn.errors import InnError, at_least, positive_int
 from inn.experiment import paper
 from inn.models import model_with_role
@@ -59,23 +60,6 @@ def fitted_lengths(n: Iterable[float], t: Iterable[float]) -> np.ndarray:
 
 #: below this r² a fitted power law is flagged as not to be trusted
 MIN_R2 = 0.9
-
-
-def machine_load() -> float:
-    """The one-minute load average (runnable processes, all users), NaN where the system has none:
-    recorded beside each measurement, since other processes on the cores add to its time."""
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        return float("nan")
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the system has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def trust_notes(times: pd.Series, r2: float = float("nan"), repeats: float = float("nan"),
