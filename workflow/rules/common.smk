@@ -10,7 +10,9 @@ import shlex
 # (which hold the dependencies, not the package) and on cluster nodes.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-PREFIX = f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+# A job that declares no threads gets one core from Snakemake: OMP_NUM_THREADS=1 keeps torch and numpy to it
+# (their default is every core). Jobs that declare threads pass --threads {threads} (or set OMP_NUM_THREADS).
+PREFIX = f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}" OMP_NUM_THREADS=1; '
 shell.prefix(PREFIX)
 
 from inn.experiment.config import (
