@@ -15,7 +15,7 @@ from inn.errors import InnError
 from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
-from inn.experiment.config import validate_config
+from inn.experiment.config import paper_corpora, validate_config
 from inn.experiment.report import (learning_figure, render, scale_differences, solver_figure, timing_plot,
                                   training_devices)
 from inn.tables import read_tsv, write_tsv
@@ -250,6 +250,22 @@ def test_verdicts_follow_the_papers_direction(runs):
                  "difference": -0.4, "low": -0.6, "high": -0.2})
     verdicts = collect_verdicts(pd.DataFrame(rows)).verdict.tolist()
     assert verdicts == ["reproduced", "not reproduced", "inconclusive", "not reproduced"]
+
+
+def test_a_corpus_of_ones_own_gets_comparisons_but_no_verdict_against_the_paper():
+    """A French UPOS corpus is not the paper's WSJ nor its declared stand-in: its INN-vs-baseline
+    comparison carries no verdict row; the same comparison on a declared stand-in does."""
+    row = {"task": "pos", "scale": "quick", "model": "inn", "baseline": "bilstm", "metric": "accuracy",
+           "difference": -0.4, "low": -0.6, "high": -0.2, "interval": "seeds and test set", "model_seeds": 3,
+           "baseline_seeds": 3}
+    comparisons = pd.DataFrame([{**row, "dataset": "fr_gsd"}, {**row, "dataset": "ewt"}])
+    assert collect_verdicts(comparisons, paper_corpora=["ewt"]).dataset.tolist() == ["ewt"]
+    assert collect_verdicts(comparisons).dataset.tolist() == ["ewt"]  # the schema's declared corpora
+    assert collect_verdicts(comparisons, paper_corpora=[]).empty
+    own = validate_config({"corpora": {"fr_gsd": {"format": "tsv", "train": "a", "dev": "b", "test": "c"},
+                                       "ewt": {"enabled": False}, "ptb_sample": {"enabled": False}}}, SCHEMA)
+    assert paper_corpora(own) == {}
+    assert paper_corpora(validate_config({}, SCHEMA)) == {"ewt": "stand-in", "ptb_sample": "stand-in"}
 
 
 def test_table2_orders_models_and_labels_reported_rows(runs):

@@ -10,15 +10,18 @@ import shlex
 # (which hold the dependencies, not the package) and on cluster nodes.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-# (quoted: the checkout's path may hold spaces; braces doubled for Snakemake's formatting)
+# (quoted: the checkout's path may hold spaces; braces doubled for Snakemake's formatting). A job that
+# declares no threads gets one core from Snakemake: OMP_NUM_THREADS=1 keeps torch and numpy to it
+# (their default is every core); jobs that declare threads pass --threads {threads}.
 PREFIX = f"export PYTHONPATH={shlex.quote(str(SRC))}".replace("{", "{{").replace("}", "}}")
-PREFIX += "${{PYTHONPATH:+:$PYTHONPATH}}; "
+PREFIX += "${{PYTHONPATH:+:$PYTHONPATH}} OMP_NUM_THREADS=1; "
 shell.prefix(PREFIX)
 
 from inn.experiment.config import (
     bias_name,
     check_inputs,
     model_sizes,
+    paper_corpora,
     pos_corpora as configured_corpora,
     run_models,
     timed_pos_corpus,

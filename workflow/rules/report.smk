@@ -18,6 +18,7 @@ rule collect_tables:
         "logs/collect_tables.log",
     params:
         corpora=pos_corpora(),
+        paper_corpora=list(paper_corpora(config)),  # the paper's data and its stand-ins: the verdict's corpora
         out=lambda wildcards, output: Path(output.table1).parent,
     conda:
         ENV
@@ -25,7 +26,7 @@ rule collect_tables:
         "python -m inn collect --metrics {input.metrics} --histories {input.histories}"
         " --predictions {input.predictions} --floors {input.floors}"
         " --floor-predictions {input.floor_predictions}"
-        " --corpora {params.corpora} --out-dir {params.out} 2> {log}"
+        " --corpora {params.corpora} --paper-corpora {params.paper_corpora} --out-dir {params.out} 2> {log}"
 
 
 rule render_report:

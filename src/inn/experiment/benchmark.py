@@ -46,7 +46,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from inn.device import resolve_device
+from inn.device import machine_load, resolve_device, set_threads
 from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.io import torch_load_data, torch_load_problem
 from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
@@ -103,6 +103,8 @@ class Row:
     cell: str = ""  #: the implicit cell ("gru", "lstm"); empty for baselines and peers' own rows
     threads: int = 0
     clock: str = "wall"
+    repeats: int = 0  #: timed rounds (1: timed once, too slow to repeat)
+    load: float = float("nan")  #: the machine's one-minute load average after the rounds
     forward_s: float = float("nan")
     forward_backward_s: float = float("nan")
     newton_mean: float = float("nan")
@@ -316,7 +318,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
-    if args.threads:
+    if args.threads:  # main() has set the default
         torch.set_num_threads(args.threads)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
@@ -374,7 +376,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
             target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
             common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
-                          threads=torch.get_num_threads(), clock=args.clock)
+                          threads=torch.get_num_threads(), clock=args.clock, repeats=args.repeats)
             base_cell = "lstm" if trained_lstm else "gru"
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
@@ -406,7 +408,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
                     # too slow to repeat: keep this one measurement, skip longer n
                     slow.add(method)
-                    row.note = "timed once"
+                    row.note, row.repeats = "timed once", 1
                     continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
             for peer in args.peers:
@@ -418,7 +420,9 @@ def run(args: argparse.Namespace) -> list[Row]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 times = _time_interleaved(closures, args.repeats, device, args.clock)
+            load = machine_load()
             for name, row in row_of.items():
+                row.load = load
                 if name + "/fwd" in times:
                     row.forward_s = times[name + "/fwd"]
                     row.forward_backward_s = times.get(name + "/fb", float("nan"))
@@ -449,7 +453,7 @@ def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: 
             setattr(row, key, value)
     if now() - start > args.max_seconds / (args.repeats + 1):
         slow.add(name)
-        row.note = "timed once"
+        row.note, row.repeats = "timed once", 1
         return
     closures[name + "/fwd"] = peer.forward
     if peer.forward_backward is not None:
@@ -588,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=positive_float, default=60.0,
                         help="budget per method and (weights, k, n): a method whose forward+backward takes over "
                              "max-seconds / (repeats + 1) is timed once and skipped at longer n")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--clock", choices=["wall", "process"], default="wall",
                         help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
                              "busy machine: it measures work, not the neighbours' load)")
@@ -615,8 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     args.device = str(resolve_device(args.device))
     if args.clock == "process" and not args.device.startswith("cpu"):
         raise InnError("--clock process measures CPU time: use it with --device cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     unknown = sorted(set(args.peers or ()) - set(PEERS))
     if unknown:
         raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")

@@ -411,7 +411,8 @@ VERDICT_COLUMNS = ["claim", "task", "dataset", "scale", "model", "baseline", "me
                    "difference", "low", "high", "interval", "model_seeds", "baseline_seeds", "verdict"]
 
 
-def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None) -> pd.DataFrame:
+def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None,
+             paper_corpora: Iterable[str] | None = None) -> pd.DataFrame:
     """The paper's claims tested by our runs, one row per comparison that tests one.
 
     Claims: the INN's per-step error lies below the b-LSTM's for b <= 1 (Table 1; against the
@@ -424,8 +425,12 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None) -> p
     paper's direction, *not reproduced* where it excludes zero in the other, *inconclusive*
     otherwise; with one seed on either side it is the test-set interval, and the verdict says
     "on one seed". Table 1's claim is also judged as a whole (:func:`_whole_claim`), over the b
-    it was tested at.
+    it was tested at. Table 2's claims are tested only on ``paper_corpora``, the paper's data
+    and its declared stand-ins (each corpus's ``paper`` key; default: the built-in corpora's,
+    :func:`inn.experiment.config.paper_corpora`): another corpus's comparisons carry no verdict.
     """
+    if paper_corpora is None:
+        paper_corpora = default_paper_corpora()
     claimed, swept = model_with_role("claimed"), model_with_role("swept")
     inn, blstm = MODELS[claimed].display, MODELS[swept].display  # "INN", "b-LSTM"
     best_size = f"{swept}_best_size"
@@ -446,7 +451,7 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None) -> p
                 claim += f", against the size nearest its parameter count ({size} units)"
             theirs = paper.TABLE1.get(b, {})
             paper_difference = theirs.get(claimed, np.nan) - theirs.get(swept, np.nan)
-        elif r.task == "pos" and r.baseline in paper_baselines():
+        elif r.task == "pos" and r.baseline in paper_baselines() and r.dataset in paper_corpora:
             claim, sign = f"{inn} accuracy above the {MODELS[r.baseline].display}'s ({r.dataset})", 1
             paper_difference = paper.TABLE2_WSJ.get(claimed, np.nan) - paper.TABLE2_WSJ.get(r.baseline, np.nan)
         else:
@@ -468,6 +473,15 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None) -> p
                      "p_value": getattr(r, "p_value", np.nan)})
     rows += _whole_claim(rows)
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def default_paper_corpora() -> list[str]:
+    """The built-in corpora that are the paper's data or its stand-ins, as the schema declares them."""
+    from inn.experiment.config import SCHEMA, load_schema
+
+    corpora = load_schema(SCHEMA)["properties"]["corpora"]["properties"]
+    return [name for name, record in corpora.items()
+            if record.get("properties", {}).get("paper", {}).get("default", "none") != "none"]
 
 
 def _whole_claim(rows: list[dict]) -> list[dict]:
@@ -577,6 +591,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--floors", nargs="*", default=[], help="the walks' floor.tsv files")
     parser.add_argument("--floor-predictions", nargs="*", default=[], help="the walks' floor_predictions.tsv")
     parser.add_argument("--corpora", nargs="*", default=[], help="POS corpora, in report order")
+    parser.add_argument("--paper-corpora", nargs="*", help="the POS corpora that are the paper's data or its "
+                        "declared stand-ins (their verdicts test its claims; default: the built-in ones the "
+                        "config schema declares so)")
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     args = parser.parse_args(argv)
     check_out_dir(args.out)
@@ -601,7 +618,7 @@ def main(argv: list[str]) -> None:
     write_tsv(out / "table2.tsv", second)
     comparisons_table = pd.DataFrame(comparisons, columns=COMPARISON_COLUMNS)
     write_tsv(out / "comparisons.tsv", comparisons_table)
-    write_tsv(out / "verdict.tsv", verdicts(comparisons_table, first))
+    write_tsv(out / "verdict.tsv", verdicts(comparisons_table, first, args.paper_corpora))
 
 
 def concat_main(argv: list[str]) -> None:

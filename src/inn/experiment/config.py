@@ -351,6 +351,14 @@ def pos_corpora(config: Mapping) -> list[str]:
             if corpus["enabled"] and (corpus["format"] != "ptb" or corpus.get("path"))]
 
 
+def paper_corpora(config: Mapping) -> dict[str, str]:
+    """The prepared POS corpora that stand for the paper's Table 2 data, with what each is to it
+    (its ``paper`` key: ``data`` or ``stand-in``); the verdict tests the paper's claims on these
+    only, and a corpus of one's own (``paper: none``, the default) is compared without one."""
+    return {name: config["corpora"][name]["paper"] for name in pos_corpora(config)
+            if config["corpora"][name].get("paper", "none") != "none"}
+
+
 def timed_pos_corpus(config: Mapping) -> str | None:
     """The POS corpus whose models the timing stage measures: ``timing.pos_corpus``, else the
     first Penn Treebank copy given (the paper timed WSJ), else the first corpus; None: none."""
@@ -438,7 +446,7 @@ def check_config(config: Mapping) -> None:
     for name, corpus in config["corpora"].items():
         allowed = FORMAT_KEYS[corpus["format"]]
         for key in corpus:
-            if key not in ("enabled", "format", *allowed):
+            if key not in ("enabled", "format", "paper", *allowed):
                 raise InnError(f"config: corpora.{name}.{key}: a {corpus['format']} corpus does not read it "
                                f"(it reads {', '.join(allowed)})")
     corpora = pos_corpora(config)

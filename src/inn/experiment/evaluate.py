@@ -24,6 +24,7 @@ import torch
 
 from inn import batches as B
 from inn.data.fingerprint import checked_fingerprint, read_record
+from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
 from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
@@ -184,8 +185,7 @@ def main(argv: list[str]) -> None:
     refuse_inputs_as_outputs({"--out-dir": [Path(args.out) / "predictions.tsv", Path(args.out) / "metrics.json"]},
                              {"--checkpoint": args.checkpoint, "--history": args.history,
                               "a file of --data": prepared_files(args.data)})
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
     if args.history:
         history = read_tsv(args.history)

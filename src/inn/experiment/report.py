@@ -32,7 +32,9 @@ import yaml  # noqa: E402
 
 from inn.experiment import paper  # noqa: E402
 from inn.experiment.collect import run_key  # noqa: E402
-from inn.experiment.config import pos_corpora, validate_config  # noqa: E402
+from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
+from inn.experiment.report_tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
+                                          timing_view)
 from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
@@ -300,8 +302,9 @@ def timing_plot(measurements: pd.DataFrame, fits: pd.DataFrame):
 def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
     """Forward+backward seconds per method (rows) and length (columns), one table per weight set.
 
-    A last column gives each method's time over the bidirectional GRU's at the longest n, the
-    figure the implicit layer's speed is judged by.
+    A column gives each method's time over the bidirectional GRU's at the longest n, the figure
+    the implicit layer's speed is judged by; the last ones its repeats, the machine's load while
+    timing and why its times cannot be trusted (:func:`inn.experiment.report_tables.benchmark_quality`).
     """
     tables = []
     for path in paths:
@@ -315,6 +318,9 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
             if reference in pivot.index:
                 pivot[f"x {MODELS[reference].label} at n={longest}"] = pivot[longest] / pivot.loc[reference, longest]
             pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
+            quality = benchmark_quality(group).reindex(pivot.index)
+            pivot["repeats"], pivot["load"] = quality["repeats"], quality["load"]
+            pivot["can it be trusted?"] = quality["note"].replace("", "no warning")
             title = f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}"
             tables.append({"title": title, "table": pivot.reset_index()})
             peers = group[group.method.str.startswith("torchdeq")]
@@ -393,18 +399,33 @@ def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def walk_lengths_figure(lengths: pd.DataFrame) -> str | None:
+    """:func:`walk_lengths_plot` as a PNG data URI (None without lengths)."""
+    fig = walk_lengths_plot(lengths)
+    return None if fig is None else figure_uri(fig)
+
+
+def walk_lengths_plot(lengths: pd.DataFrame):
+    """The training walks' length histogram as bars, a count per whole length, the b side by side."""
     if lengths.empty:
         return None
     fig, ax = plt.subplots(figsize=(5, 3))
-    train = lengths[lengths.split == "train"]
-    for b, group in train.groupby("b"):
-        ax.plot(group.length, group["count"], ".-", label=f"b = {b:g}")
-    ax.set(xlabel="walk length N", ylabel="training sequences", title="walk lengths (uniform on 1..40)")
+    groups = list(lengths[lengths.split == "train"].groupby("b"))
+    width = 0.8 / max(len(groups), 1)
+    for i, (b, group) in enumerate(groups):
+        ax.bar(group.length + (i - (len(groups) - 1) / 2) * width, group["count"], width=width, label=f"b = {b:g}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="walk length N (steps)", ylabel="training walks", title="walk lengths (uniform on 1..40)")
     ax.legend(fontsize=7)
-    return figure_uri(fig)
+    return fig
 
 
 # --------------------------------------------------------------------------- page
+
+
+def data_view(view, path: Path, training: dict):
+    """``view`` of the data summary at ``path`` (None where the run has none)."""
+    frame = read_table(path)
+    return None if frame.empty else view(frame, training)
 
 
 def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str | Path] = (),
@@ -413,6 +434,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
     """The report page as a string (see :func:`main` for the files it reads)."""
     histories = load_histories(histories)
     measurements, fits = read_table(timing), read_table(timing_fits)
+    training = config.get("training", {})
     table1, table2 = read_table(tables / "table1.tsv"), read_table(tables / "table2.tsv")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
@@ -424,19 +446,22 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         scale=config.get("scale", ""),
         differences=scale_differences(config, schema),
+        paper_corpora=paper_corpora(config),
+        other_corpora=[name for name in pos_corpora(config) if name not in paper_corpora(config)],
         wsj_given=any(config["corpora"][name]["format"] == "ptb" for name in pos_corpora(config)),
         table1=table1,
         table1_figure=table1_figure(table1),
         table2=table2,
         table2_figure=table2_figure(table2),
         views=views(tables),
-        data_pos=read_table(tables / "data_pos.tsv"),
-        data_walks=read_table(tables / "data_walks.tsv"),
+        data_pos=data_view(data_pos_view, tables / "data_pos.tsv", training.get("pos", {})),
+        data_walks=data_view(data_walks_view, tables / "data_walks.tsv", training.get("walks", {})),
         walk_lengths=walk_lengths_figure(read_table(tables / "data_walk_lengths.tsv")),
         curves=learning_curves(histories),
         solver_curves=solver_curves(histories),
         timing_figure=timing_figure(measurements, fits),
         fits=fits,
+        timing_table=None if fits.empty else timing_view(fits, measurements),
         paper_timing=paper.TIMING,
         paper_wall_clock=paper.PAPER_WALL_CLOCK,
         benchmarks=benchmark_tables(benchmarks),

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from inn.data.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
+from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import prepared_files, read_stdin, refuse_inputs_as_outputs, write_output
 
@@ -123,12 +124,11 @@ def tag_main(argv: list[str]) -> None:
                                        "CoNLL 2018 shared task does: Tokens, Sentences, Words and tag F1")
     parser.add_argument("--metrics", help="with --accuracy or --gold: write the scores and speed to this JSON file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--batch-size", type=positive_int, default=20,
                         help="sentences per batch (20, evaluation's, gives its exact tags)")
     args = parser.parse_intermixed_args(argv)  # MODEL --accuracy FILE: files after options too
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.metrics and not (args.accuracy or args.gold):
         parser.error("--metrics needs --accuracy or --gold")
     if args.accuracy and args.input == "text":
@@ -274,13 +274,12 @@ def benchmark_main(argv: list[str]) -> None:
     parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS), help="its form (as inn tag)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed passes over the text per tagger")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--batch-size", type=positive_int, default=20, help="sentences per batch (as inn tag)")
     parser.add_argument("--out", required=True, help="TSV: one row per tagger")
     args = parser.parse_intermixed_args(argv)  # MODEL --text FILE MODEL: models after options too
     refuse_inputs_as_outputs({"--out": args.out}, {"a tagger file": args.models, "--text": args.text})
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     pairs, forms = _read_inputs([args.text], args.input)
     sentences = [s for s, _ in pairs]
     words = [s.words for s in sentences]

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from inn.device import available_cores, machine_load
 from inn.errors import InnError, at_least, positive_int
 from inn.experiment import paper
 from inn.models import model_with_role
@@ -57,6 +58,32 @@ def fitted_lengths(n: Iterable[float], t: Iterable[float]) -> np.ndarray:
     return np.isfinite(t) & (t > 0)
 
 
+#: below this r² a fitted power law is flagged as not to be trusted
+MIN_R2 = 0.9
+
+
+def trust_notes(times: pd.Series, r2: float = float("nan"), repeats: float = float("nan"),
+                load: float = float("nan"), cores: int | None = None) -> str:
+    """Why timings (``times``: fastest seconds per length n, indexed by n) or a power law fitted
+    to them cannot be trusted: an r² below :data:`MIN_R2`, one repeat per length, a time that
+    falls as n grows (noise larger than the effect), a machine loaded beyond its cores while
+    they were taken; "" when none applies."""
+    notes = []
+    if not np.isnan(r2) and r2 < MIN_R2:
+        notes.append(f"r² {r2:.2f} < {MIN_R2}: the power law fits poorly")
+    if repeats == 1:
+        notes.append("one repeat per length")
+    times = times.dropna().sort_index()
+    falling = [int(n) for n, before, after in zip(times.index[1:], times.values[:-1], times.values[1:])
+               if after < 0.95 * before]
+    if falling:
+        notes.append(f"time falls as n grows (at n = {', '.join(map(str, falling))})")
+    cores = cores or available_cores()
+    if not np.isnan(load) and load > cores:
+        notes.append(f"machine busy (load {load:.1f} on {cores} cores)")
+    return "; ".join(notes)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work, so wall-clock times cover the computation itself."""
     if device.type == "cuda":
@@ -86,8 +113,9 @@ def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[i
         stats: returns the implicit layer's ``last_stats`` after a call (None for explicit).
 
     Returns:
-        One row per timed call: n, repeat, seconds, and for implicit layers the mean Newton
-        and Krylov iterations, the largest final residual and the count of failed sequences.
+        One row per timed call: n, repeat, seconds, the machine's load average just before it
+        (:func:`machine_load`), and for implicit layers the mean Newton and Krylov iterations,
+        the largest final residual and the count of failed sequences.
     """
     device = torch.device(device)
     rows = []
@@ -97,11 +125,12 @@ def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[i
         for repeat in range(repeats):
             xi, mask = make_inputs(n)
             synchronize(device)
+            load = machine_load()
             start = time.perf_counter()
             hidden(xi, mask)
             synchronize(device)
             seconds = time.perf_counter() - start
-            rows.append({"n": n, "repeat": repeat, "seconds": seconds,
+            rows.append({"n": n, "repeat": repeat, "seconds": seconds, "load": load,
                          **_solver_columns(stats() if stats else None)})
     return pd.DataFrame(rows)
 
@@ -110,18 +139,23 @@ def fit_table(measurements: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Fit ``t = a n^p`` to the fastest time per length of every group in ``measurements``.
 
     The minimum over repeats is the least disturbed figure on a shared machine (other
-    processes only ever add time).
+    processes only ever add time). Each fit carries its quality: the repeats per length (the
+    fewest), the highest load average seen while timing (NaN where not recorded) and
+    :func:`trust_notes`.
     """
     rows = []
     for key, group in measurements.groupby(by, sort=False):
         per_n = group.groupby("n")["seconds"].min()
+        repeats = int(group.groupby("n").size().min())
+        load = float(group["load"].max()) if "load" in group and group["load"].notna().any() else float("nan")
         a, p, r2 = fit_power_law(per_n.index, per_n.values)
         fitted = per_n.index[fitted_lengths(per_n.index, per_n.values)]
         key = key if isinstance(key, tuple) else (key,)
         # the lengths the fit used, not every length tried (a skipped one has no time)
         rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2, "points": len(fitted),
                      "n_min": int(fitted.min()) if len(fitted) else None,
-                     "n_max": int(fitted.max()) if len(fitted) else None})
+                     "n_max": int(fitted.max()) if len(fitted) else None, "repeats": repeats, "load": load,
+                     "note": trust_notes(per_n, r2, repeats, load)})
     return pd.DataFrame(rows)
 
 
@@ -254,7 +288,7 @@ def fit_timing_main(argv: list[str]) -> None:
     measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["task", "dataset", "model", "n", "seconds"])
     fits = fit_table(measurements, ["task", "dataset", "model"]) if frames else pd.DataFrame(
-        columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max"])
+        columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max", "repeats", "load", "note"])
     claimed = model_with_role("claimed")  # the paper fitted its INN's times
     for column in ("a", "p"):
         fits[f"paper_{column}"] = [paper.TIMING.get(t, {}).get(column) if m == claimed else None

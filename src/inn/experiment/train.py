@@ -58,7 +58,7 @@ from torch import nn
 from tqdm import tqdm
 
 from inn import batches as B
-from inn.device import resolve_device
+from inn.device import resolve_device, set_threads
 from inn.errors import InnError, positive_int
 from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.config import check_model_solver, check_settings, training_defaults
@@ -847,14 +847,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
     parser.add_argument("--retrain", action="store_true", help="train afresh over a finished run in --out-dir (its "
                         "checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is")
     args = parser.parse_args(argv)
     check_out_dir(args.out)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads, follow_load=False)  # a rerun on this machine gives the same numbers
     cfg, model_options, meta = _settings_from(args)
     meta.setdefault("seed", cfg.seed)
     meta.setdefault("dataset", Path(args.data).name)

@@ -60,6 +60,15 @@ def fmt(value, digits: int = 4, signed: bool = False) -> str:
     return str(value)
 
 
+def sig(value, figures: int = 3) -> str:
+    """A measurement to ``figures`` significant figures in plain notation, trailing zeros
+    dropped (0.5, 0.0123, 250, 12300); "–" for a missing one. For times and rates whose size
+    varies over decades, where fixed decimals print 0 or spurious digits."""
+    if value is None or pd.isna(value):
+        return "–"
+    return np.format_float_positional(float(value), precision=figures, unique=True, fractional=False, trim="-")
+
+
 def _difference(value, digits: int) -> str:
     return fmt(value, digits, signed=True)
 
@@ -197,10 +206,10 @@ def runs_view(runs: pd.DataFrame) -> TableView:
         ended, seconds, missed = column("ended_by"), column("seconds_per_epoch").dropna(), column("nonconverged").dropna()
         if seconds.empty:
             spent = "–"
-        elif round(seconds.min()) == round(seconds.max()):
-            spent = f"{seconds.min():.0f}"
+        elif sig(seconds.min(), 2) == sig(seconds.max(), 2):
+            spent = sig(seconds.min(), 2)
         else:
-            spent = f"{seconds.min():.0f}-{seconds.max():.0f}"
+            spent = f"{sig(seconds.min(), 2)}-{sig(seconds.max(), 2)}"
         view.add([task, dataset, model, str(len(group)), _count(column("parameters").iloc[0]),
                   _per_seed(column("epochs")), _per_seed(column("best_epoch")),
                   f"{(ended == 'patience').sum()} / {(ended == 'cap').sum()}" if ended.notna().any() else "–",
