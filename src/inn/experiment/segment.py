@@ -55,7 +55,9 @@ def train_segmenter_main(argv: list[str]) -> None:
     dev = segmenter_data(_read(args.dev, "--dev"), args.dev) if args.dev else None
     settings = TrainSettings(epochs=args.epochs, hidden=args.hidden, seed=args.seed)
     meta = {"corpus": Path(args.conllu).name, "language": args.language}
-    segmenter = train_segmenter(data, settings, dev, meta, progress=sys.stderr.isatty())
-    torch_save({"format": SEGMENTER_FORMAT, "segmenter": segmenter.to_dict()}, args.out)
-    log.info("wrote %s (%d characters of training text, %.1f minutes)", args.out, len(data.text),
-             segmenter.meta["minutes"])
+
+    def save(segmenter) -> None:
+        torch_save({"format": SEGMENTER_FORMAT, "segmenter": segmenter.to_dict()}, args.out)
+        log.info("wrote %s (epoch %d, %.1f minutes)", args.out, segmenter.meta["epoch"], segmenter.meta["minutes"])
+
+    train_segmenter(data, settings, dev, meta, progress=sys.stderr.isatty(), save=save)

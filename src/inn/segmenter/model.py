@@ -144,7 +144,7 @@ class Segmenter:
         """The token ``text[a:b]`` with its words (:class:`~inn.segmenter.multiword.MultiwordSplitter`)."""
         form = text[a:b]
         words = [Word(w, a + s, a + e, w) for s, e, w in self.multiword.split(form)]
-        return Token(words) if len(words) == 1 or "".join(w.form for w in words) == form else SurfaceToken(words, form)
+        return Token(words) if "".join(w.form for w in words) == form else SurfaceToken(words, form)
 
     @staticmethod
     def _sentence(text: str, tokens: list[Token], new_paragraph: bool) -> RawSentence:

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +158,7 @@ def boundary_f1(segmenter: Segmenter, data: SegmenterData) -> tuple[float, float
         system = probs[:, column] > 0.5
         hits = (system & gold & scored).sum()
         guessed, wanted = (system & scored).sum(), (gold & scored).sum()
-        out.append(200 * hits / (guessed + wanted) if guessed + wanted else 100.0)
+        out.append(float(200 * hits / (guessed + wanted)) if guessed + wanted else 100.0)
     return out[0], out[1]
 
 
@@ -178,9 +178,12 @@ class TrainSettings:
 
 
 def train_segmenter(data: SegmenterData, settings: TrainSettings, dev: SegmenterData | None = None,
-                    meta: dict[str, Any] | None = None, progress: bool = False) -> Segmenter:
+                    meta: dict[str, Any] | None = None, progress: bool = False,
+                    save: Callable[[Segmenter], None] | None = None) -> Segmenter:
     """A segmenter trained on ``data``; with ``dev``, the epoch of the best mean token- and
-    sentence-end F1 on it is kept.
+    sentence-end F1 on it is kept. ``save`` is called with the segmenter after every epoch
+    that is the best so far (every epoch without ``dev``), so that a stopped training leaves
+    its best model.
 
     Raises:
         InnError: the text is shorter than one training window.
@@ -201,6 +204,7 @@ def train_segmenter(data: SegmenterData, settings: TrainSettings, dev: Segmenter
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
     best, best_state = -1.0, None
+    segmenter.meta.update(characters=len(data.text), left_out=data.left_out, settings=vars(settings))
     for epoch in range(1, settings.epochs + 1):
         model.train()
         starts = torch.from_numpy(rng.permutation(np.arange(int(rng.integers(span)), len(ids) - span + 1, span)))
@@ -217,15 +221,20 @@ def train_segmenter(data: SegmenterData, settings: TrainSettings, dev: Segmenter
             total += loss.item()
         model.eval()
         message = f"epoch {epoch}: loss {total / steps:.4f}"
+        improved = dev is None
         if dev is not None:
             tokens, sentences = boundary_f1(segmenter, dev)
             message += f", dev token-end F1 {tokens:.2f}, sentence-end F1 {sentences:.2f}"
             if (tokens + sentences) / 2 > best:
-                best = (tokens + sentences) / 2
+                best, improved = (tokens + sentences) / 2, True
                 best_state = {k: v.clone() for k, v in model.state_dict().items()}
-        log.info("%s (%.1f min)", message, (time.perf_counter() - began) / 60)
+                segmenter.meta.update(dev_token_end_f1=round(tokens, 2), dev_sentence_end_f1=round(sentences, 2))
+        minutes = (time.perf_counter() - began) / 60
+        log.info("%s (%.1f min)", message, minutes)
+        if improved:
+            segmenter.meta.update(epoch=epoch, minutes=round(minutes, 2))
+            if save is not None:
+                save(segmenter)
     if best_state is not None:
         model.load_state_dict(best_state)
-    segmenter.meta.update(characters=len(data.text), left_out=data.left_out, settings=vars(settings),
-                          minutes=round((time.perf_counter() - began) / 60, 2))
     return segmenter
