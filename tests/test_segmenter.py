@@ -162,7 +162,7 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
     text = "I don't know. She left at 5 pm!\n\nThanks"
     assert tagger.segmenter is not None
     assert (tagger.segmenter.label_probabilities(text) == state.label_probabilities(text)).all()
-    assert tagger.tokenizer() is not tagger.segmenter  # English: the rules, unless asked
+    assert tagger.tokenizer() is tagger.segmenter and tagger.tokenizer(route="rules") is not tagger.segmenter
     learned = tagger.tag_text(text, route="learned")
     assert learned and all(len(s.tags) == len(s.words) for s in learned)
     assert "".join(t.form for s in learned for t in s.tokens) == "".join(text.split())

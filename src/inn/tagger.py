@@ -16,9 +16,9 @@ solves that miss their tolerance are counted (:attr:`Tagger.nonconverged`), neve
 
 Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the segmenter the
 tagger file holds, learned from its treebank's text (:mod:`inn.segmenter`, written there by
-``inn export-tagger --segmenter``), or by the rules of the tagger's language in its corpus's
-conventions (:mod:`inn.data.tokenize`); where a file has both, :data:`RULES_FIRST` says which
-reads the text. A language with neither is refused by name.
+``inn export-tagger --segmenter``), else by the rules of the tagger's language in its corpus's
+conventions (:mod:`inn.data.tokenize`); ``route`` chooses where a file has both. A language
+with neither is refused by name.
 """
 
 from __future__ import annotations
@@ -52,10 +52,8 @@ FOREIGN_MARGIN = 0.15
 FOREIGN_FALLBACK = 0.30
 #: the fewest words on which a text is judged foreign
 FOREIGN_MIN_WORDS = 100
-#: the languages whose rules read running text better than a learned segmenter (EWT test as
-#: running text, docs/tagging.md): there the rules are used unless a learned one is asked for
-RULES_FIRST = {"en"}
-#: who splits running text: ``auto`` (:data:`RULES_FIRST`), ``learned`` (the file's segmenter), ``rules``
+#: who splits running text: ``auto`` (the file's segmenter where it holds one for the language,
+#: else the rules), ``learned`` (the segmenter) or ``rules``
 ROUTES = ("auto", "learned", "rules")
 
 
@@ -154,9 +152,10 @@ class Tagger:
 
     def tokenizer(self, language: str | None = None, route: str = "auto") -> Tokenizer | Segmenter:
         """What splits running text in ``language`` (default: its corpus's): its learned
-        segmenter, for its own language, unless ``route`` is ``rules`` or is ``auto`` and the
-        language is in :data:`RULES_FIRST`; else the rules of the language in its corpus's
-        conventions, with its training vocabulary (:mod:`inn.data.tokenize`).
+        segmenter, for its own language, unless ``route`` is ``rules`` (:data:`ROUTES`); else
+        the rules of the language in its corpus's conventions, with its training vocabulary
+        (:mod:`inn.data.tokenize`). The learned segmenter scores above the English rules on
+        EWT (docs/tagging.md, "Learned segmenters").
 
         Raises:
             InnError: ``learned`` and no segmenter for the language; no tokenizer for the
@@ -169,7 +168,7 @@ class Tagger:
                     else "its file holds no segmenter: add one with inn export-tagger --segmenter")
             raise InnError(f"no learned segmenter for language {language!r} in the {self.meta.get('model')} tagger "
                            f"of {self.corpus} ({held})")
-        if own and (route == "learned" or (route == "auto" and _base(language) not in RULES_FIRST)):
+        if own and route != "rules":
             return self.segmenter
         key = str(language)
         if key not in self._tokenizers:

@@ -113,7 +113,7 @@ def tag_main(argv: list[str]) -> None:
                                            "tokenizers: en)")
     parser.add_argument("--tokenizer", default="auto", choices=("auto", "learned", "rules"),
                         help="with --input text: who splits it: the tagger file's learned segmenter, the language's "
-                             "rules, or auto (the rules where they score better: English; else the learned one)")
+                             "rules, or auto (the learned one where the file holds one, else the rules)")
     parser.add_argument("--output", choices=OUTPUT_FORMATS,
                         help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
     parser.add_argument("--column", choices=("xpos", "upos"), help="the CoNLL-U column to fill (default: the model's)")
