@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -148,7 +149,7 @@ class Segmenter:
 
     @staticmethod
     def _sentence(text: str, tokens: list[Token], new_paragraph: bool) -> RawSentence:
-        for token, after in zip(tokens, tokens[1:]):
+        for token, after in pairwise(tokens):
             token.space_after = after.start > token.end
         last = tokens[-1]
         last.space_after = last.end >= len(text) or text[last.end].isspace()

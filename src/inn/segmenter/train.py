@@ -60,7 +60,7 @@ def surface_tokens(sentence: TextSentence) -> list[tuple[str, list[str]]]:
         if len(fields) == 1 or "." in fields[0]:
             continue
         if "-" in fields[0]:
-            first, last = map(int, fields[0].split("-"))
+            last = int(fields[0].split("-")[1])
             out.append((fields[1], []))
         elif int(fields[0]) <= last:
             out[-1][1].append(fields[1])
