@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("inn.experiment.train:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.experiment.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "tag": ("inn.experiment.tag:tag_main", "tag running text, CoNLL-U or tokenized text with a trained tagger"),
+    "train-segmenter": ("inn.experiment.segment:train_segmenter_main", "learn a tokenizer and sentence splitter from a CoNLL-U file with text"),
     "export-tagger": ("inn.experiment.tag:export_main", "write a self-contained tagger file from a POS checkpoint"),
     "benchmark-tagger": ("inn.experiment.tag:benchmark_main", "tokens per second of taggers on one text"),
     "score-text": ("inn.experiment.tag:score_main", "CoNLL 2018 shared task scores of a tagged text against its gold CoNLL-U"),
