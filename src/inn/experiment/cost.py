@@ -160,6 +160,25 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def cost_figure(cost: pd.DataFrame):
+    """Test error against CPU hours to the best dev epoch, one panel per data set, a marker per
+    seed; None without a cost table. (matplotlib is imported here: the report's extra.)"""
+    if cost.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(cost.dataset))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.6 * len(datasets), 3.4), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        group = cost[cost.dataset == dataset]
+        for number, (model, runs) in enumerate(group.groupby("model", sort=False)):
+            ax.plot(runs.cpu_hours_to_best, runs.test_error, "o", color=f"C{number}", label=model)
+        ax.set(xscale="log", xlabel="CPU hours to best dev epoch", ylabel="test error", title=dataset)
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
 def _sizes(results: list[str | Path], dataset: str) -> dict[str, int]:
     """The train and dev walk counts of a walks folder (its ``summary.tsv``)."""
     for folder in results:

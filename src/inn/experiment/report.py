@@ -35,6 +35,7 @@ from inn.experiment.collect import run_key  # noqa: E402
 from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
 from inn.experiment.report_tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
                                           timing_view)
+from inn.experiment.cost import cost_figure  # noqa: E402
 from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
@@ -335,6 +336,10 @@ def _per_seed(values) -> list[float]:
     return [float(v) for v in values.split(",")]
 
 
+def _uri(fig) -> str | None:
+    return None if fig is None else figure_uri(fig)
+
+
 def table1_figure(table1: pd.DataFrame) -> str | None:
     """Error against b: the floor, our models (mean and every seed) and the paper's two columns."""
     if table1.empty:
@@ -451,6 +456,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         wsj_given=any(config["corpora"][name]["format"] == "ptb" for name in pos_corpora(config)),
         table1=table1,
         table1_figure=table1_figure(table1),
+        cost_figure=_uri(cost_figure(read_table(tables / "cost.tsv"))),
         table2=table2,
         table2_figure=table2_figure(table2),
         views=views(tables),
