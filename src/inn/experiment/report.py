@@ -477,8 +477,7 @@ def check_tables(tables: Path) -> None:
     """Raise an InnError where a table of the runs that ``runs.tsv`` lists is missing from the
     folder: the report would say the configuration has no such runs."""
     runs = read_table(tables / "runs.tsv")
-    for number in (1, 2):
-        name, task = f"table{number}", task_spec(paper_task(number))
+    for name, task in ((f"table{number}", task_spec(paper_task(number))) for number in (1, 2)):
         listed = int((runs["task"] == task.name).sum()) if "task" in runs else 0
         if listed and not (tables / f"{name}.tsv").is_file():
             raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {task.noun} "
