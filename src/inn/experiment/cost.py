@@ -33,6 +33,7 @@ import pandas as pd
 
 from inn.errors import InnError
 from inn.experiment.collect import best_bilstm, find_run_files, load_runs, run_key, run_label
+from inn.registry import TASKS
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
     epoch and to the chosen b-LSTM's best dev error, beside its test error."""
     found = find_run_files(results)
     runs = load_runs(found["metrics"], found["histories"], found["predictions"])
-    runs = runs[runs.task == "walks"]
+    runs = runs[runs.task.isin([name for name, spec in TASKS.items() if spec.metric == "error"])]
     histories = {tuple(run_key(path).values()): pd.read_csv(path, sep="\t") for path in found["histories"]}
     batch_size = {tuple(run_key(path).values()): json.loads(Path(path).read_text(encoding="utf-8"))
                   .get("training", {}).get("batch_size") for path in found["metrics"]}

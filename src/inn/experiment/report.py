@@ -39,7 +39,7 @@ from inn.experiment.cost import cost_figure  # noqa: E402
 from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
-from inn.models import MODELS, bidirectional_baselines, model_with_role  # noqa: E402
+from inn.models import MODELS, bidirectional_baselines, model_with_role, paper_task, task_spec  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -191,7 +191,7 @@ def learning_figure(task: str, dataset: str, group: pd.DataFrame):
     """Training loss and dev score (accuracy for POS, error for the walks) against epoch for every
     model of one task and data set (its first seed); epochs ticked at whole numbers, since a
     run of three epochs would otherwise be ticked at 1.5 and 2.5. None without the dev score."""
-    metric = "dev_accuracy" if task == "pos" else "dev_error"
+    metric = task_spec(task).dev_column
     if metric not in group:
         return None
     label = metric.replace("_", " ")
@@ -483,10 +483,10 @@ def check_tables(tables: Path) -> None:
     """Raise an InnError where a table of the runs that ``runs.tsv`` lists is missing from the
     folder: the report would say the configuration has no such runs."""
     runs = read_table(tables / "runs.tsv")
-    for name, task, what in (("table1", "walks", "walk"), ("table2", "pos", "tagging")):
-        listed = int((runs["task"] == task).sum()) if "task" in runs else 0
+    for name, task in ((f"table{number}", task_spec(paper_task(number))) for number in (1, 2)):
+        listed = int((runs["task"] == task.name).sum()) if "task" in runs else 0
         if listed and not (tables / f"{name}.tsv").is_file():
-            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {what} "
+            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {task.noun} "
                            f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
 
 
