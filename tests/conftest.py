@@ -76,6 +76,37 @@ def tiny_workflow_config(ewt_dir, nltk_data) -> dict:
     return tiny_test_config("config", "quick", ewt_dir=ewt_dir, nltk_data=nltk_data)
 
 
+#: a two-sentence tagged corpus and feature sizes small enough for a GRU of 3 units to train in a second
+TINY_TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
+TINY_FEATURES = {"max_words": 50, "max_affixes": 20, "word_dim": 4, "affix_dim": 2}
+
+
+def one_line(capsys) -> str:
+    """What a command wrote to stderr, checked to be one line (the project's error form)."""
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return err.rstrip("\n")
+
+
+def tiny_corpus(folder: Path, text: str = TINY_TEXT) -> dict[str, Path]:
+    """train/dev/test.tsv in ``folder``, three copies of ``text`` each (separate files)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {split: folder / f"{split}.tsv" for split in ("train", "dev", "test")}
+    for path in files.values():
+        path.write_text(text * 3)
+    return files
+
+
+@pytest.fixture(scope="module")
+def pos_dir(tmp_path_factory) -> Path:
+    """The tiny corpus prepared (``inn prepare-pos``), once per test module."""
+    from inn.experiment.prepare import prepare_pos
+
+    out = tmp_path_factory.mktemp("pos") / "mine"
+    prepare_pos("tsv", tiny_corpus(tmp_path_factory.mktemp("raw")), out, "mine", **TINY_FEATURES)
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -19,23 +19,12 @@ from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
-FEATURES = dict(max_words=50, max_affixes=20, word_dim=4, affix_dim=2)
-TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
-
-
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.rstrip("\n")
+FEATURES = TINY_FEATURES
+TEXT = TINY_TEXT
 
 
-def _corpus(folder: Path) -> dict[str, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {split: folder / f"{split}.tsv" for split in ("train", "dev", "test")}
-    for path in files.values():
-        path.write_text(TEXT * 3)
-    return files
 
 
 def _copy(folder: Path, to: Path) -> Path:
@@ -45,12 +34,6 @@ def _copy(folder: Path, to: Path) -> Path:
             (to / path.name).write_bytes(path.read_bytes())
     return to
 
-
-@pytest.fixture(scope="module")
-def pos_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pos") / "mine"
-    prepare_pos("tsv", _corpus(tmp_path_factory.mktemp("raw")), out, "mine", **FEATURES)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +75,7 @@ def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, comm
         text.write_text("The cat sat .\n")
         argv = ["tag", str(damaged), str(text), "--input", "text", "--out", str(tmp_path / "out.txt")]
     assert cli(argv) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line.startswith(f"error: {damaged}: its weights are damaged or were altered (they hash to sha256 ")
     assert line.endswith("; use an intact copy, or train (or export) the model again")
     assert not (tmp_path / "e").exists() and not (tmp_path / "out.txt").exists()
@@ -106,7 +89,7 @@ def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, cap
     text.write_text("The cat sat .\n")
     capsys.readouterr()
     assert cli(["tag", str(damaged), str(text), "--input", "text"]) == 2
-    assert _one_line(capsys).startswith(f"error: {damaged}: its weights are damaged or were altered")
+    assert one_line(capsys).startswith(f"error: {damaged}: its weights are damaged or were altered")
 
 
 def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path, run):
@@ -170,7 +153,7 @@ def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, run, dama
         argv = ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data), "--out-dir",
                 str(tmp_path / "r")]
     assert cli(argv) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line.startswith(f"error: {data} changed since the data stage prepared it (fingerprint ")
     assert line.endswith("a split or features.json was edited or damaged; prepare the data again")
     assert not (tmp_path / "r" / "checkpoint.pt").exists() and not (tmp_path / "r" / "metrics.json").exists()
@@ -218,7 +201,7 @@ def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, ru
 
     monkeypatch.setattr(evaluate, "write_json", full)
     assert cli(_evaluate(run, pos_dir, out)) == 2
-    assert _one_line(capsys).startswith(f"error: cannot write {out}/metrics.json: No space left on device")
+    assert one_line(capsys).startswith(f"error: cannot write {out}/metrics.json: No space left on device")
     assert (out / "predictions.tsv").read_text() == "earlier\n" and (out / "metrics.json").read_text() == "{}\n"
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.tsv"]  # no temporary file left
 
@@ -256,7 +239,7 @@ def test_collect_refuses_a_score_set_by_hand(tmp_path, results, capsys):
     _metrics(results).write_text(json.dumps(metrics))
     capsys.readouterr()
     assert _collect(results, tmp_path) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line.startswith("error: pos mine gru seed 1: its metrics.json says accuracy 99.9 but its predictions (")
     assert line.endswith("the two files contradict each other; evaluate the run again (inn evaluate, or rerun its "
                          "workflow job)")
@@ -268,7 +251,7 @@ def test_collect_refuses_predictions_other_than_the_metrics_were_computed_from(t
     predictions.write_text(predictions.read_text().replace("\tThe\t", "\tthe\t"))  # same accuracy, other file
     capsys.readouterr()
     assert _collect(results, tmp_path) == 2
-    assert _one_line(capsys).startswith(f"error: pos mine gru seed 1: its metrics.json was computed from other "
+    assert one_line(capsys).startswith(f"error: pos mine gru seed 1: its metrics.json was computed from other "
                                         f"predictions than {predictions} (sha256 ")
 
 
@@ -289,7 +272,7 @@ def test_collect_names_a_metrics_file_that_is_no_metrics(tmp_path, results, text
     _metrics(results).write_text(text)
     capsys.readouterr()
     assert _collect(results, tmp_path) == 2
-    assert _one_line(capsys) == (f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or "
+    assert one_line(capsys) == (f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or "
                                  "rerun its workflow job)")
 
 
@@ -302,7 +285,7 @@ def test_a_preparation_that_fails_half_way_leaves_the_folder_as_it_was(tmp_path,
     data = _copy(pos_dir, tmp_path / "data")
     (data / "notes.txt").write_text("mine\n")
     before = {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"}
-    raw = _corpus(tmp_path / "raw")
+    raw = tiny_corpus(tmp_path / "raw")
     raw["train"].write_text(TEXT.replace("cat", "cow") * 3)
 
     def full(self, path):
@@ -325,6 +308,6 @@ def test_a_second_preparation_into_a_folder_in_use_is_refused(tmp_path, pos_dir)
     data = _copy(pos_dir, tmp_path / "data")
     before = {p.name: p.read_bytes() for p in data.iterdir()}
     with locked_folder(data), pytest.raises(InnError, match=rf"^{data} is in use by another run \(pid \d+ on "):
-        prepare_pos("tsv", _corpus(tmp_path / "raw"), data, "mine", **FEATURES)
+        prepare_pos("tsv", tiny_corpus(tmp_path / "raw"), data, "mine", **FEATURES)
     assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == \
         {k: v for k, v in before.items() if k != ".lock"}

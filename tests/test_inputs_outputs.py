@@ -30,33 +30,16 @@ from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
 from inn.models import ModelConfig, build_model
 from inn.user_modules import environment_value, from_environment
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 REPO = Path(__file__).resolve().parents[1]
-FEATURES = {"max_words": 50, "max_affixes": 20, "word_dim": 4, "affix_dim": 2}
-TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
+FEATURES = TINY_FEATURES
+TEXT = TINY_TEXT
 CONLLU = ("1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
           "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n")
 
 
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.rstrip("\n")
 
-
-def _corpus(folder: Path) -> dict[str, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {split: folder / f"{split}.tsv" for split in ("train", "dev", "test")}
-    for path in files.values():
-        path.write_text(TEXT * 3)
-    return files
-
-
-@pytest.fixture(scope="module")
-def pos_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pos") / "mine"
-    prepare_pos("tsv", _corpus(tmp_path_factory.mktemp("raw")), out, "mine", **FEATURES)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +63,7 @@ def gold(tmp_path) -> Path:
 def test_tag_refuses_to_write_over_its_input_file(model, gold, capsys):
     before = gold.read_bytes()
     assert cli(["tag", str(model), str(gold), "--out", str(gold)]) == 2
-    assert _one_line(capsys) == (f"error: --out {gold} is an input file, an input of this command: inn never "
+    assert one_line(capsys) == (f"error: --out {gold} is an input file, an input of this command: inn never "
                                  "writes over its inputs; give another output path")
     assert gold.read_bytes() == before
 
@@ -88,12 +71,12 @@ def test_tag_refuses_to_write_over_its_input_file(model, gold, capsys):
 def test_tag_refuses_to_write_over_the_tagger_or_the_gold_file(tmp_path, model, gold, capsys):
     before = model.read_bytes()
     assert cli(["tag", str(model), str(gold), "--out", str(model)]) == 2
-    assert "is the model, an input of this command" in _one_line(capsys)
+    assert "is the model, an input of this command" in one_line(capsys)
     assert model.read_bytes() == before
     # another spelling of the same file: a link to it
     (tmp_path / "again.conllu").symlink_to(gold)
     assert cli(["tag", str(model), str(gold), "--accuracy", "--metrics", str(tmp_path / "again.conllu")]) == 2
-    assert _one_line(capsys).startswith(f"error: --metrics {tmp_path}/again.conllu is an input file")
+    assert one_line(capsys).startswith(f"error: --metrics {tmp_path}/again.conllu is an input file")
     assert gold.read_text(encoding="utf-8") == CONLLU
 
 
@@ -101,7 +84,7 @@ def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
     system = tmp_path / "system.conllu"
     system.write_text(CONLLU, encoding="utf-8")
     assert cli(["score-text", str(gold), str(system), "--out", str(gold)]) == 2
-    assert _one_line(capsys) == (f"error: --out {gold} is the gold file, an input of this command: inn never "
+    assert one_line(capsys) == (f"error: --out {gold} is the gold file, an input of this command: inn never "
                                  "writes over its inputs; give another output path")
     assert gold.read_text(encoding="utf-8") == CONLLU
 
@@ -109,17 +92,17 @@ def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
 def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, gold, capsys):
     """export-tagger, conllu-text, concat-tables, prepare-pos and evaluate: the same line."""
     assert cli(["export-tagger", "--checkpoint", str(model), "--out", str(model)]) == 2
-    assert "is --checkpoint, an input" in _one_line(capsys)
+    assert "is --checkpoint, an input" in one_line(capsys)
     assert cli(["conllu-text", str(gold), "--out", str(gold)]) == 2
-    assert "is the CoNLL-U file, an input" in _one_line(capsys)
+    assert "is the CoNLL-U file, an input" in one_line(capsys)
     table = tmp_path / "t.tsv"
     table.write_text("a\n1\n")
     assert cli(["concat-tables", str(table), "--out", str(table)]) == 2
-    assert "is an input table, an input" in _one_line(capsys)
-    files = _corpus(tmp_path / "raw")
+    assert "is an input table, an input" in one_line(capsys)
+    files = tiny_corpus(tmp_path / "raw")
     assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", *[f"--{s}={p}" for s, p in files.items()],
                 "--out-dir", str(tmp_path / "raw")]) == 2
-    assert _one_line(capsys) == (f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
+    assert one_line(capsys) == (f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
                                  "input of this command: inn never writes over its inputs; give another output path")
     assert files["train"].read_text() == TEXT * 3
 
@@ -129,7 +112,7 @@ def test_evaluate_refuses_an_out_dir_holding_its_checkpoint(tmp_path, model, pos
     run.mkdir()
     (run / "metrics.json").symlink_to(model)
     assert cli(["evaluate", "--checkpoint", str(model), "--data", str(pos_dir), "--out-dir", str(run)]) == 2
-    assert _one_line(capsys).startswith(f"error: --out-dir would write {run}/metrics.json, which is --checkpoint")
+    assert one_line(capsys).startswith(f"error: --out-dir would write {run}/metrics.json, which is --checkpoint")
 
 
 # --------------------------------------------------------------------------- failed writes, closed input
@@ -138,7 +121,7 @@ def test_evaluate_refuses_an_out_dir_holding_its_checkpoint(tmp_path, model, pos
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_failed_write_is_one_line(model, gold, capsys):
     assert cli(["tag", str(model), str(gold), "--out", "/dev/full"]) == 2
-    assert _one_line(capsys) == "error: cannot write /dev/full: No space left on device; free some space, then rerun"
+    assert one_line(capsys) == "error: cannot write /dev/full: No space left on device; free some space, then rerun"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -157,7 +140,7 @@ def test_standard_output_on_a_full_device_is_one_line(model, gold):
 def test_a_closed_standard_input_is_one_line(model, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", None)  # what Python makes of `<&-`
     assert cli(["tag", str(model), "--input", "text", "--language", "en", "-"]) == 2
-    assert _one_line(capsys) == ("error: standard input is closed: give the input as a file, or pipe it in "
+    assert one_line(capsys) == ("error: standard input is closed: give the input as a file, or pipe it in "
                                  "(... | inn ...)")
 
 
@@ -165,7 +148,7 @@ def test_a_closed_standard_input_is_one_line(model, monkeypatch, capsys):
 
 
 def test_a_fifo_or_device_as_a_corpus_is_named_as_such(tmp_path):
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     fifo = tmp_path / "train.fifo"
     os.mkfifo(fifo)
     with pytest.raises(InnError) as error:
@@ -177,21 +160,21 @@ def test_a_fifo_or_device_as_a_corpus_is_named_as_such(tmp_path):
 
 
 def test_one_file_as_two_splits_is_refused(tmp_path, capsys):
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     with pytest.raises(InnError) as error:
         read_corpus("tsv", {**files, "dev": files["train"], "test": files["train"]}, "mine")
     assert str(error.value) == (f"corpora.mine.train and corpora.mine.dev are the same file ({files['train']}): a "
                                 "score on it would not measure a held-out split; give each split its own file")
     assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", "--train", str(files["train"]),
                 "--dev", str(files["dev"]), "--test", str(files["train"]), "--out-dir", str(tmp_path / "out")]) == 2
-    assert _one_line(capsys).startswith("error: corpora.c.train and corpora.c.test are the same file")
+    assert one_line(capsys).startswith("error: corpora.c.train and corpora.c.test are the same file")
     assert not (tmp_path / "out").exists()
 
 
 def test_the_config_check_refuses_one_file_as_two_splits(tmp_path):
     from inn.experiment.config import check_inputs
 
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     config = {"corpora": {"mine": {"enabled": True, "format": "tsv", "train": str(files["train"]),
                                    "dev": str(files["dev"]), "test": str(files["dev"])}},
               "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}}}
@@ -221,20 +204,20 @@ def test_a_huge_setting_is_not_echoed_whole(tmp_path, pos_dir, capsys):
     settings = json.dumps({"training": {"lr": value}})
     assert cli(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir",
                 str(tmp_path / "run"), "--settings", settings]) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert len(line) < 600, line[:300]
     assert line.startswith("error: --settings: training.lr: 'xxx") and "characters left out of 3,000,002" in line
     assert line.endswith("xxx' is not of type 'number'")
 
 
 def test_an_out_dir_that_is_a_file_is_named_before_the_corpus_is_read(tmp_path, capsys):
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     files["dev"].write_text("not a corpus line\n")  # read first, it would be the error named
     afile = tmp_path / "afile"
     afile.write_text("mine\n")
     assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", *[f"--{s}={p}" for s, p in files.items()],
                 "--out-dir", str(afile)]) == 2
-    assert _one_line(capsys) == (f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created "
+    assert one_line(capsys) == (f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created "
                                  "if missing)")
     assert afile.read_text() == "mine\n"
 
@@ -244,7 +227,7 @@ def test_settings_and_a_settings_file_together_are_refused(tmp_path, pos_dir, ca
     assert cli(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir",
                 str(tmp_path / "run"), "--settings", '{"training": {"max_epochs": 2}}',
                 "--settings-file", str(tmp_path / "s.json")]) == 2
-    assert _one_line(capsys) == "error: --settings and --settings-file both given: give the settings in one of them"
+    assert one_line(capsys) == "error: --settings and --settings-file both given: give the settings in one of them"
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
@@ -269,7 +252,7 @@ def test_report_names_a_missing_table2_that_runs_tsv_lists(tmp_path, capsys):
     (tables / "runs.tsv").write_text("task\tdataset\tmodel\tseed\npos\tmine\tgru\t1\npos\tmine\tinn\t1\n")
     assert cli(["report", "--config-json", "{}", "--schema", str(REPO / "workflow/schemas/config.schema.yaml"),
                 "--tables", str(tables), "--out", str(tmp_path / "index.html")]) == 2
-    assert _one_line(capsys) == (f"error: {tables}/table2.tsv is missing, though {tables}/runs.tsv lists 2 tagging "
+    assert one_line(capsys) == (f"error: {tables}/table2.tsv is missing, though {tables}/runs.tsv lists 2 tagging "
                                  f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
     assert not (tmp_path / "index.html").exists()
 
@@ -277,7 +260,7 @@ def test_report_names_a_missing_table2_that_runs_tsv_lists(tmp_path, capsys):
 def test_the_config_check_names_a_fifo_without_reading_it(tmp_path):
     from inn.experiment.config import check_inputs
 
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     os.mkfifo(tmp_path / "dev.fifo")
     config = {"corpora": {"mine": {"enabled": True, "format": "tsv", "train": str(files["train"]),
                                    "dev": str(tmp_path / "dev.fifo"), "test": str(files["test"])}},

@@ -37,34 +37,17 @@ from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 REPO = Path(__file__).resolve().parents[1]
-FEATURES = dict(max_words=50, max_affixes=20, word_dim=4, affix_dim=2)
-TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
+FEATURES = TINY_FEATURES
+TEXT = TINY_TEXT
 #: the same sentences as CoNLL-U, their PTB tags in XPOS
 CONLLU = ("1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
           "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n")
 
 
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.rstrip("\n")
 
-
-def _corpus(folder: Path, text: str = TEXT) -> dict[str, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {split: folder / f"{split}.tsv" for split in ("train", "dev", "test")}
-    for path in files.values():
-        path.write_text(text * 3)
-    return files
-
-
-@pytest.fixture(scope="module")
-def pos_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pos") / "mine"
-    prepare_pos("tsv", _corpus(tmp_path_factory.mktemp("raw")), out, "mine", **FEATURES)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +80,11 @@ def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
 
 
 def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
-    files = _corpus(tmp_path / "raw")
+    files = tiny_corpus(tmp_path / "raw")
     files["dev"].write_text("The\tDT\ncat\tNN \n\n")
     assert cli(["prepare-pos", "--corpus", "mine", "--format", "tsv", "--train", str(files["train"]), "--dev",
                 str(files["dev"]), "--test", str(files["test"]), "--out-dir", str(tmp_path / "out")]) == 2
-    assert _one_line(capsys) == (f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
+    assert one_line(capsys) == (f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
                                  "it (as it is, it would be a tag class of its own)")
     assert not (tmp_path / "out" / "features.json").exists()
 
@@ -139,7 +122,7 @@ def test_tag_accuracy_refuses_a_gold_tag_with_a_trailing_space(tmp_path, model, 
     gold = tmp_path / "gold.conllu"
     gold.write_text(CONLLU.replace("\tNN\t", "\tNN \t"), encoding="utf-8")
     assert cli(["tag", str(model), str(gold), "--accuracy", "--out", str(tmp_path / "o.conllu")]) == 2
-    assert _one_line(capsys) == (f"error: {gold}:2: XPOS 'NN ' has whitespace at its start or end: remove it (as "
+    assert one_line(capsys) == (f"error: {gold}:2: XPOS 'NN ' has whitespace at its start or end: remove it (as "
                                  "it is, it would be a tag class of its own)")
 
 
@@ -151,7 +134,7 @@ def test_tag_out_naming_a_folder_is_one_line(tmp_path, model, capsys):
     text.write_text("The cat sat .\n")
     (tmp_path / "out").mkdir()
     assert cli(["tag", str(model), str(text), "--out", str(tmp_path / "out")]) == 2
-    assert _one_line(capsys) == (f"error: --out {tmp_path}/out is a folder: give a file path, e.g. "
+    assert one_line(capsys) == (f"error: --out {tmp_path}/out is a folder: give a file path, e.g. "
                                  f"{tmp_path}/out/tagged.conllu")
 
 
@@ -182,15 +165,15 @@ def test_resuming_on_data_prepared_again_names_the_data_not_the_settings(tmp_pat
     resume check is what stops, so the command line covers the workflow's path too; a
     workflow-level run would add only Snakemake's minutes."""
     data, run = tmp_path / "data", tmp_path / "run"
-    prepare_pos("tsv", _corpus(tmp_path / "a"), data, "mine", **FEATURES)
+    prepare_pos("tsv", tiny_corpus(tmp_path / "a"), data, "mine", **FEATURES)
     args = ["train", "--task", "pos", "--data", str(data), "--model", "gru", "--out-dir", str(run), "--device",
             "cpu", "--settings", '{"model": {"hidden_size": 3}, "training": {"max_epochs": 2}}']
     assert cli(args + ["--stop-after", "1"]) == 0
     capsys.readouterr()
     other = TEXT.replace("cat", "bird").replace("dog", "fish") + "Birds\tNNS\nfly\tVBP\n.\t.\n\n"
-    prepare_pos("tsv", _corpus(tmp_path / "b", other), data, "mine", **FEATURES)
+    prepare_pos("tsv", tiny_corpus(tmp_path / "b", other), data, "mine", **FEATURES)
     assert cli(args) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line.startswith(f"error: {run}/last.pt was trained on other data (fingerprint ")
     assert line.endswith(f"(fingerprint {data_fingerprint(data)}; it was prepared again from other files): delete "
                          f"{run}/last.pt to train afresh on the new data, or restore the old data to resume")
@@ -204,7 +187,7 @@ def test_evaluating_on_a_damaged_features_json_says_damaged(tmp_path, pos_dir, m
         (data / path.name).write_bytes(path.read_bytes())
     (data / "features.json").write_text(content)
     assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line.startswith(f"error: damaged feature vocabularies {data}/features.json (")
     assert line.endswith("): delete it and prepare the corpus again (the data stage rewrites it)")
 
@@ -218,7 +201,7 @@ def test_evaluating_on_an_edited_split_says_it_changed(tmp_path, pos_dir, model,
     with open(data / "dev.tsv", "a", encoding="utf-8") as handle:
         handle.write("One\tCD\n\n")
     assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
-    assert _one_line(capsys) == (
+    assert one_line(capsys) == (
         f"error: {data} changed since the data stage prepared it (fingerprint {data_fingerprint(data)}, "
         f"{data}/prepared.json records {recorded}): a split or features.json was edited or damaged; prepare the "
         "data again")
@@ -268,7 +251,7 @@ def test_tag_names_utf16_input(tmp_path, model, capsys):
     text = tmp_path / "in.txt"
     text.write_bytes("The cat sat .\n".encode("utf-16"))
     assert cli(["tag", str(model), str(text), "--out", str(tmp_path / "o.conllu")]) == 2
-    assert _one_line(capsys) == (f"error: {text}: UTF-16 text (little-endian), not UTF-8: convert it to UTF-8 "
+    assert one_line(capsys) == (f"error: {text}: UTF-16 text (little-endian), not UTF-8: convert it to UTF-8 "
                                  "first (iconv -f UTF-16LE -t UTF-8)")
 
 
