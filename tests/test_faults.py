@@ -89,7 +89,7 @@ def test_damaged_last_pt_is_set_aside_and_training_starts_afresh(tmp_path, walk_
         out.mkdir()
         last.write_bytes(b"") if damage == "empty" else torch.save({"weights": torch.zeros(3)}, last)
     damaged = last.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="inn.experiment.train"):
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.train.loop"):
         history = train("walks", walk_dir, MODEL, out, _cfg(), device="cpu")
     _assert_as_straight(out, history, straight)
     (aside,) = out.glob("last.pt.damaged-*")

@@ -15,7 +15,7 @@ sentences get the same tags), without autograd, on CUDA when present; the implic
 solves that miss their tolerance are counted (:attr:`Tagger.nonconverged`), never silent.
 
 Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the tokenizer of
-the tagger's language in its corpus's conventions (:mod:`inn.data.tokenize`); a language
+the tagger's language in its corpus's conventions (:mod:`inn.tagging.tokenize`); a language
 without one is refused by name.
 """
 
@@ -30,12 +30,12 @@ import torch
 
 from inn.checkpoints import COLUMNS, OWN_DIGEST, model_from_payload, read_checkpoint, self_contained, weights_digest
 from inn.data.corpora import PTB_FORMATS
-from inn.data.documents import TextSentence, read_text, write_text
+from inn.tagging.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
-from inn.data.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
+from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.models import predict
-from inn.scoring import score_pos
+from inn.tagging.scoring import score_pos
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class Tagger:
 
     def tokenizer(self, language: str | None = None) -> Tokenizer:
         """The tokenizer of ``language`` (default: its corpus's) in its corpus's conventions, with
-        its training vocabulary (:mod:`inn.data.tokenize`).
+        its training vocabulary (:mod:`inn.tagging.tokenize`).
 
         Raises:
             InnError: no tokenizer for the language, or the language is unknown.
