@@ -19,7 +19,7 @@ import pytest
 #: workflow's, not the library's; packages with ``__all__`` hide their submodules, so those are named)
 MODULES = ("inn", "inn.nn", "inn.nn.implicit_layer", "inn.nn.implicit_gru", "inn.nn.implicit_lstm",
            "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.data",
-           "inn.tagging", "inn.tagging.tagger", "inn.checkpoints")
+           "inn.tagging", "inn.tagging.tagger", "inn.checkpoints", "inn.tagging.segmenter")
 
 REPO = Path(__file__).resolve().parents[1]
 

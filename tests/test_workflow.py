@@ -181,3 +181,17 @@ def test_corpora_with_fresh_modification_times_retrain_nothing(tmp_path, tiny_co
         os.utime(path, (later, later))
     again = snakemake("-n", "summarize_data", workdir=work, config=tiny_config)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+def test_a_conllu_corpus_with_text_gets_a_segmenter_in_its_tagger_files(tmp_path, tiny_config):
+    """segmenter.enabled: the tagger files of a CoNLL-U corpus with '# text' hold its learned segmenter."""
+    target = "results/taggers/pos/ewt/bilstm/seed1/tagger.pt"
+    dry = snakemake("-n", "-p", target, workdir=tmp_path, config={**tiny_config, "segmenter": {"enabled": True,
+                                                                                           "epochs": 2}})
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = dry.stdout + dry.stderr
+    assert "inn train-segmenter" in jobs and "--epochs 2" in jobs
+    assert "--segmenter results/segmenters/ewt/segmenter.pt" in jobs
+    dry = snakemake("-n", "-p", target, workdir=tmp_path, config=tiny_config)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "train-segmenter" not in dry.stdout + dry.stderr

@@ -29,6 +29,8 @@ MOVED: dict[str, str] = {
     "inn.data.documents": "inn.tagging.documents",
     "inn.data.tokenize": "inn.tagging.tokenize",
     "inn.experiment.tag": "inn.tagging.commands",
+    **{f"inn.segmenter{name}": f"inn.tagging.segmenter{name}" for name in ("", ".io", ".model", ".multiword", ".train")},
+    "inn.experiment.segment": "inn.experiment.train.segmenter",
     "inn.experiment.prepare": "inn.experiment.data.prepare",
     "inn.experiment.walk_floor": "inn.experiment.data.walk_floor",
     "inn.experiment.train_perceptron": "inn.experiment.train.perceptron",
@@ -60,9 +62,9 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Answer imports of the old paths (once per interpreter; after the ordinary finders)."""
+    """Answer imports of the old paths (once per interpreter)."""
     if not any(isinstance(finder, _OldPaths) for finder in sys.meta_path):
-        sys.meta_path.append(_OldPaths())
+        sys.meta_path.insert(0, _OldPaths())  # before the path finder, which would load a moved package's modules again
 
 
 def old_module_names(package: str, moved: str) -> Callable[[str], Any]:

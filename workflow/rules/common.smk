@@ -218,3 +218,17 @@ def benchmarked_hidden_size(wildcards):
 
 def run_files(pattern, runs):
     return [pattern.format(task=t, dataset=d, model=m, seed=s) for t, d, m, s in runs]
+
+
+def segmenter_input(wildcards):
+    """The segmenter a POS run's tagger file holds: one for a CoNLL-U corpus whose train file
+    has '# text' lines (or is not there yet to be read), when segmenter.enabled."""
+    corpus = config["corpora"].get(wildcards.dataset, {})
+    if not config["segmenter"]["enabled"] or corpus.get("format") != "conllu":
+        return []
+    train = Path(corpus["train"])
+    if train.is_file():
+        with open(train, encoding="utf-8", errors="replace") as handle:
+            if not any(line.startswith("# text") for _, line in zip(range(1000), handle)):
+                return []
+    return [f"results/segmenters/{wildcards.dataset}/segmenter.pt"]

@@ -97,6 +97,7 @@ rule export_tagger:
         checkpoint="results/train/{task}/{dataset}/{model}/seed{seed}/checkpoint.pt",
         metrics="results/eval/{task}/{dataset}/{model}/seed{seed}/metrics.json",
         data=data_files(["train", "dev"]),
+        segmenter=segmenter_input,
     output:
         "results/taggers/{task}/{dataset}/{model}/seed{seed}/tagger.pt",
     log:
@@ -107,6 +108,7 @@ rule export_tagger:
         task="pos",
     params:
         data=data_dir,
+        segmenter=lambda wildcards, input: (f" --segmenter {input.segmenter}" if input.segmenter else ""),
     resources:
         mem_mb=2000,
         runtime=10,
@@ -114,4 +116,27 @@ rule export_tagger:
         ENV
     shell:
         "python -m inn export-tagger --checkpoint {input.checkpoint} --metrics {input.metrics}"
-        " --data {params.data} --out {output} 2> {log}"
+        " --data {params.data}{params.segmenter} --out {output} 2> {log}"
+
+
+rule train_segmenter:
+    input:
+        train=lambda wildcards: config["corpora"][wildcards.dataset]["train"],
+        dev=lambda wildcards: config["corpora"][wildcards.dataset]["dev"],
+    output:
+        "results/segmenters/{dataset}/segmenter.pt",
+    log:
+        "logs/train_segmenter/{dataset}.log",
+    benchmark:
+        "benchmarks/train_segmenter/{dataset}.tsv"
+    params:
+        epochs=config["segmenter"]["epochs"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    conda:
+        ENV
+    shell:
+        "python -m inn train-segmenter {input.train} --dev {input.dev} --epochs {params.epochs}"
+        " --threads {threads} --out {output} 2> {log}"

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("inn.experiment.train.loop:main", "train one model on one prepared task (resumes from its last epoch)"),
     "evaluate": ("inn.experiment.train.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
     "tag": ("inn.tagging.commands:tag_main", "tag running text, CoNLL-U or tokenized text with a trained tagger"),
+    "train-segmenter": ("inn.experiment.train.segmenter:train_segmenter_main", "learn a tokenizer and sentence splitter from a CoNLL-U file with text"),
     "export-tagger": ("inn.tagging.commands:export_main", "write a self-contained tagger file from a POS checkpoint"),
     "benchmark-tagger": ("inn.tagging.commands:benchmark_main", "tokens per second of taggers on one text"),
     "score-text": ("inn.tagging.commands:score_main", "CoNLL 2018 shared task scores of a tagged text against its gold CoNLL-U"),

@@ -53,8 +53,8 @@ def _read_inputs(files: list[str], form: str) -> tuple[list[tuple[TextSentence, 
     return sentences, forms
 
 
-def _tag_texts(tagger, files: list[str], language: str | None,
-               progress: bool) -> tuple[list[TextSentence], list[list[str]], list[str]]:
+def _tag_texts(tagger, files: list[str], language: str | None, progress: bool,
+               route: str = "auto") -> tuple[list[TextSentence], list[list[str]], list[str]]:
     """Running text of ``files`` (stdin for none or ``-``), each a document, read whole first,
     then split and tagged: its CoNLL-U sentences (numbered on across files), tags and sources."""
     from inn.tagging.documents import contradiction, decode, raw_to_conllu
@@ -69,7 +69,7 @@ def _tag_texts(tagger, files: list[str], language: str | None,
         why = contradiction(text, "text")
         if why:
             log.warning("%s: %s", source, why)
-        raw = tagger.tag_text(text, language, progress)
+        raw = tagger.tag_text(text, language, progress, route)
         sentences += raw_to_conllu(raw, first_id=len(sentences) + 1, doc_id=None if source == "<stdin>" else source)
         tags += [r.tags for r in raw]
         sources += [source] * len(raw)
@@ -113,6 +113,9 @@ def tag_main(argv: list[str]) -> None:
                              "after any # comments is a token line, else horizontal")
     parser.add_argument("--language", help="with --input text: the text's language (default: the tagger's corpus's; "
                                            "tokenizers: en)")
+    parser.add_argument("--tokenizer", default="auto", choices=("auto", "learned", "rules"),
+                        help="with --input text: who splits it: the tagger file's learned segmenter, the language's "
+                             "rules, or auto (the learned one where the file holds one, else the rules)")
     parser.add_argument("--output", choices=OUTPUT_FORMATS,
                         help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
     parser.add_argument("--column", choices=("xpos", "upos"), help="the CoNLL-U column to fill (default: the model's)")
@@ -134,8 +137,9 @@ def tag_main(argv: list[str]) -> None:
     if args.accuracy and args.input == "text":
         raise InnError("--accuracy needs CoNLL-U input with gold tags; score running text (--input text) against its "
                        "gold CoNLL-U file with --gold GOLD.conllu")
-    if args.language and args.input != "text":
-        parser.error("--language applies to running text (--input text) only")
+    for flag, given in (("--language", args.language), ("--tokenizer", args.tokenizer != "auto")):
+        if given and args.input != "text":
+            parser.error(f"{flag} applies to running text (--input text) only")
     for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
@@ -154,10 +158,10 @@ def tag_main(argv: list[str]) -> None:
                     "against its gold tags)", tagger.column.upper(), column, column.upper())
     interactive = sys.stderr.isatty()
     if args.input == "text":
-        tagger.tokenizer(args.language)  # an unknown language is refused before anything is read
+        tagger.tokenizer(args.language, args.tokenizer)  # an unknown language is refused before anything is read
     start = time.perf_counter()  # from here on timed: reading, tokenizing, tagging, writing
     if args.input == "text":
-        sentences, predicted, sources = _tag_texts(tagger, args.files, args.language, interactive)
+        sentences, predicted, sources = _tag_texts(tagger, args.files, args.language, interactive, args.tokenizer)
     else:
         pairs, forms = _read_inputs(args.files, args.input)
         sentences, sources = [s for s, _ in pairs], [source for _, source in pairs]
@@ -216,6 +220,7 @@ def tag_main(argv: list[str]) -> None:
 def export_main(argv: list[str]) -> None:
     """``inn export-tagger``: a self-contained tagger file from a POS checkpoint."""
     from inn.checkpoints import check_scores_bound, read_checkpoint, save_payload, self_contained, with_test_scores
+    from inn.tagging.segmenter.io import with_segmenter
 
     parser = argparse.ArgumentParser(
         prog="inn export-tagger",
@@ -226,11 +231,15 @@ def export_main(argv: list[str]) -> None:
     parser.add_argument("--metrics", help="its metrics.json from inn evaluate (adds the test scores)")
     parser.add_argument("--column", choices=("xpos", "upos"),
                         help="the CoNLL-U column its tags came from (default: what the data recorded, else xpos)")
+    parser.add_argument("--segmenter", help="a segmenter file (inn train-segmenter) to put beside the tagger, so that "
+                                            "the file reads running text in its language")
     parser.add_argument("--out", required=True, help="the tagger file to write")
     args = parser.parse_args(argv)
     refuse_inputs_as_outputs({"--out": args.out}, {"--checkpoint": args.checkpoint, "--metrics": args.metrics,
                                                    "a file of --data": prepared_files(args.data)})
     payload = self_contained(read_checkpoint(args.checkpoint), args.checkpoint, args.data, args.column)
+    if args.segmenter:
+        payload = with_segmenter(payload, args.segmenter)
     if args.metrics:
         try:
             metrics = json.loads(Path(args.metrics).read_text(encoding="utf-8"))

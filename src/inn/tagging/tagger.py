@@ -14,9 +14,11 @@ Neural models tag in batches of similar length (those of ``inn evaluate``, so th
 sentences get the same tags), without autograd, on CUDA when present; the implicit layer's
 solves that miss their tolerance are counted (:attr:`Tagger.nonconverged`), never silent.
 
-Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the tokenizer of
-the tagger's language in its corpus's conventions (:mod:`inn.tagging.tokenize`); a language
-without one is refused by name.
+Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the segmenter the
+tagger file holds, learned from its treebank's text (:mod:`inn.tagging.segmenter`, written there by
+``inn export-tagger --segmenter``), else by the rules of the tagger's language in its corpus's
+conventions (:mod:`inn.tagging.tokenize`); ``route`` chooses where a file has both. A language
+with neither is refused by name.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_
 from inn.errors import InnError
 from inn.models import predict
 from inn.tagging.scoring import score_pos
+from inn.tagging.segmenter import Segmenter
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,9 @@ FOREIGN_MARGIN = 0.15
 FOREIGN_FALLBACK = 0.30
 #: the fewest words on which a text is judged foreign
 FOREIGN_MIN_WORDS = 100
+#: who splits running text: ``auto`` (the file's segmenter where it holds one for the language,
+#: else the rules), ``learned`` (the segmenter) or ``rules``
+ROUTES = ("auto", "learned", "rules")
 
 
 class Tagger:
@@ -75,6 +81,8 @@ class Tagger:
         #: what the file's ``data`` section says of the corpus (format, language, dev_unseen, corpus)
         self.data: dict[str, Any] = {}
         self._tokenizers: dict[str, Tokenizer] = {}
+        #: the tokenizer, sentence splitter and multiword splitter learned with it, if its file holds one
+        self.segmenter: Segmenter | None = None
         self._escapes: dict[str, str] | None = None  # brackets as its corpus writes them (model_words)
 
     @classmethod
@@ -103,6 +111,8 @@ class Tagger:
         tagger = cls(model, features, data["column"], meta, dev, batch_size)
         tagger.weights_sha256 = payload.get(OWN_DIGEST) or weights_digest(payload)  # checked when read
         tagger.data = {k: data.get(k) for k in ("corpus", "format", "language", "dev_unseen")}
+        if payload.get("segmenter") is not None:
+            tagger.segmenter = _segmenter(payload["segmenter"], path)
         test = meta.get("test")
         scored = test.get("weights_sha256") if isinstance(test, dict) else None
         if scored is not None and scored != tagger.weights_sha256:
@@ -140,14 +150,26 @@ class Tagger:
             return "ptb" if self.data["format"] in PTB_FORMATS else "ud"
         return BUILTIN_CORPORA.get(self.corpus or "", (None, "ud"))[1]
 
-    def tokenizer(self, language: str | None = None) -> Tokenizer:
-        """The tokenizer of ``language`` (default: its corpus's) in its corpus's conventions, with
-        its training vocabulary (:mod:`inn.tagging.tokenize`).
+    def tokenizer(self, language: str | None = None, route: str = "auto") -> Tokenizer | Segmenter:
+        """What splits running text in ``language`` (default: its corpus's): its learned
+        segmenter, for its own language, unless ``route`` is ``rules`` (:data:`ROUTES`); else
+        the rules of the language in its corpus's conventions, with its training vocabulary
+        (:mod:`inn.tagging.tokenize`). The learned segmenter scores above the English rules on
+        EWT (docs/tagging.md, "Learned segmenters").
 
         Raises:
-            InnError: no tokenizer for the language, or the language is unknown.
+            InnError: ``learned`` and no segmenter for the language; no tokenizer for the
+                language, or the language is unknown.
         """
         language = language or self.language
+        own = self.segmenter is not None and _same_language(language, self.segmenter.language or self.language)
+        if route == "learned" and not own:
+            held = (f"its segmenter reads {self.segmenter.language or self.language}" if self.segmenter
+                    else "its file holds no segmenter: add one with inn export-tagger --segmenter")
+            raise InnError(f"no learned segmenter for language {language!r} in the {self.meta.get('model')} tagger "
+                           f"of {self.corpus} ({held})")
+        if own and route != "rules":
+            return self.segmenter
         key = str(language)
         if key not in self._tokenizers:
             self._tokenizers[key] = tokenizer_for(language, self.convention, self.features.word_counts,
@@ -163,17 +185,19 @@ class Tagger:
             self._escapes = ptb_escapes(self.features.word_counts)
         return [self._escapes.get(w, w) for w in words]
 
-    def tag_text(self, text: str, language: str | None = None, progress: bool = False) -> list[RawSentence]:
+    def tag_text(self, text: str, language: str | None = None, progress: bool = False,
+                 route: str = "auto") -> list[RawSentence]:
         """Tag running text: its sentences, each with its tokens, its words (each with its form as
         written and its character offsets in ``text``) and one tag per word in ``tags``.
 
         Args:
             language: the text's language (default: its corpus's, :attr:`language`).
+            route: who splits it (:data:`ROUTES`, :meth:`tokenizer`).
 
         Raises:
             InnError: no tokenizer for the language.
         """
-        sentences = self.tokenizer(language).split(text)
+        sentences = self.tokenizer(language, route).split(text)
         tags = self._tag_model_words([[w.model_form for w in s.words] for s in sentences], progress)
         for sentence, sentence_tags in zip(sentences, tags):
             sentence.tags = sentence_tags
@@ -305,3 +329,21 @@ def _check_fit(payload: dict[str, Any], path: str | os.PathLike) -> None:
         wrong.append(f"affix vocabularies of {sizes[2]} for embeddings of {list(cfg['affix_vocab'])}")
     if wrong:
         raise InnError(f"{path}: its vocabularies do not fit its model ({'; '.join(wrong)}): {fix}")
+
+
+def _base(language: str | None) -> str | None:
+    """An ISO 639 code without its region (``en_US`` -> ``en``), lowercased."""
+    return language.lower().split("_")[0].split("-")[0] if language else None
+
+
+def _same_language(a: str | None, b: str | None) -> bool:
+    return a is None or b is None or _base(a) == _base(b)
+
+
+def _segmenter(state: Any, path: str | os.PathLike) -> Segmenter:
+    """The segmenter section of a tagger file, or one line when it is damaged."""
+    try:
+        return Segmenter.from_dict(state)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+        raise InnError(f"{path}: its segmenter section is damaged ({type(exc).__name__}: {exc}): export the tagger "
+                       "again with inn export-tagger --segmenter") from None

@@ -849,8 +849,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
-    parser.add_argument("--retrain", action="store_true", help="train afresh over a finished run in --out-dir (its "
-                        "checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is")
+    parser.add_argument("--retrain", action="store_true", help="train afresh over a finished run in the output folder "
+                        "(its checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is")
     args = parser.parse_args(argv)
     check_out_dir(args.out)
     set_threads(args.threads, follow_load=False)  # a rerun on this machine gives the same numbers
