@@ -13,6 +13,11 @@ include: "workflow/rules/messages.smk"
 configfile: PROJECT_CONFIG
 
 
+# the description on top of Snakemake's own report (snakemake --report report.zip), whose
+# results are the outputs the rules mark with report()
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

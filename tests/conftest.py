@@ -1,4 +1,4 @@
-"""Shared fixtures: where the development corpora live, a tiny workflow config, and small
+"""Shared fixtures: where the development corpora live, the tiny workflow configs, and small
 implicit layers (float64 by default, deterministic seeds).
 
 The corpora are never copied into the repository and tests never download them: they are read
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from snakemake.utils import update_config
 
 from inn.data.corpora import EWT_FILES
 from inn.data.download import DEV_EWT, DEV_NLTK
@@ -21,6 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: where the fetch command puts the development corpora when INN_SHARED_DATA is not set
 DEV_DATA = REPO / ".dev-data"
 SHARED_DATA = Path(os.environ.get("INN_SHARED_DATA") or DEV_DATA)
+#: the workflow tests' configs, one folder per scenario (the Snakemake workflow catalog's convention)
+TEST_CONFIGS = REPO / ".test"
 
 
 def _require(folder: str, *files: str) -> Path:
@@ -47,44 +51,29 @@ def nltk_data() -> Path:
     return _require(DEV_NLTK, "corpora/treebank.zip")
 
 
-@pytest.fixture
-def tiny_config(tmp_path, ewt_dir, nltk_data) -> dict:
-    """A workflow config that runs every rule in seconds (tiny data, models and timings)."""
-    return {
-        "corpora": {
-            "ewt": {"format": "conllu", "tags": "xpos",
-                    **{split: str(ewt_dir / f"en_ewt-ud-{split}.conllu") for split in ("train", "dev", "test")}},
-            "ptb_sample": {"format": "nltk_treebank", "nltk_data": str(nltk_data)},
-        },
-        "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
-        "walks": {"b": [1.0, 0.5], "dim": 4, "sizes": {"train": 60, "dev": 20, "test": 20}},
-        # `rule all` trains, evaluates and times every configured model: keep them tiny too
-        "models": {
-            "pos": {"baseline_hidden_size": 6, "perceptron_iterations": 1},
-            "walks": {"inn_hidden_size": 5, "bilstm_hidden_sizes": [4]},
-        },
-        "solver": {"max_iter": 10, "krylov_max_iter": 10},
-        "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10},
-                     "walks": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
-        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
-        "timing": {"lengths": [4, 8], "repeats": 1, "benchmark": {"methods": ["paper", "newton_krylov"], "repeats": 1}},
-    }
+def tiny_test_config(*scenarios: str, ewt_dir: Path, nltk_data: Path) -> dict:
+    """The workflow test configs ``.test/<scenario>/config.yaml``, merged in order as Snakemake
+    merges ``--configfile`` files, with the development corpora's paths added (the machine's
+    paths, which the files leave out)."""
+    config: dict = {}
+    for scenario in scenarios:
+        update_config(config, yaml.safe_load((TEST_CONFIGS / scenario / "config.yaml").read_text(encoding="utf-8")))
+    update_config(config, {"corpora": {"ewt": {split: str(ewt_dir / name) for split, name in EWT_FILES.items()},
+                                       "ptb_sample": {"nltk_data": str(nltk_data)}}})
+    return config
 
 
 @pytest.fixture
-def tiny_workflow_config(tiny_config) -> dict:
-    """The whole workflow up to the report in a minute or two: NLTK's sample and the b = 0.5
-    walks only, and fewer models."""
-    corpora, models = tiny_config["corpora"], tiny_config["models"]
-    return {
-        **tiny_config,
-        "scale": "test",
-        "device": "cpu",
-        "corpora": {**corpora, "ewt": {**corpora["ewt"], "enabled": False}},
-        "walks": {**tiny_config["walks"], "b": [0.5]},
-        "models": {"pos": {**models["pos"], "run": ["inn", "bilstm", "perceptron"]},
-                   "walks": {**models["walks"], "run": ["inn", "bilstm"]}},
-    }
+def tiny_config(ewt_dir, nltk_data) -> dict:
+    """A workflow config that runs every rule in seconds (``.test/config``)."""
+    return tiny_test_config("config", ewt_dir=ewt_dir, nltk_data=nltk_data)
+
+
+@pytest.fixture
+def tiny_workflow_config(ewt_dir, nltk_data) -> dict:
+    """The whole workflow up to the report in a few minutes (``.test/quick`` over
+    ``.test/config``)."""
+    return tiny_test_config("config", "quick", ewt_dir=ewt_dir, nltk_data=nltk_data)
 
 
 @pytest.fixture(autouse=True)

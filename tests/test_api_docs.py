@@ -18,8 +18,8 @@ import pytest
 #: the library's modules, as docs/library.md's command lists them (``inn.experiment`` is the
 #: workflow's, not the library's; packages with ``__all__`` hide their submodules, so those are named)
 MODULES = ("inn", "inn.nn", "inn.nn.implicit_layer", "inn.nn.implicit_gru", "inn.nn.implicit_lstm",
-           "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.data",
-           "inn.tagging", "inn.tagging.tagger", "inn.checkpoints", "inn.tagging.segmenter")
+           "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.registry",
+           "inn.data", "inn.tagging", "inn.tagging.tagger", "inn.checkpoints", "inn.tagging.segmenter")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,8 +59,8 @@ def test_every_library_module_has_a_page(pages):
     ("inn/nn/implicit_layer.html", ["CellLinearization", "AutogradLinearization", "ImplicitSystem"]),
     ("inn/solvers.html", ["solve", "SolverStats", "ResultCode", "FixedPointSystem", "register_solver",
                           "SolverSpec", "SolverOption", "SOLVERS"]),
-    ("inn/models.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS", "ROLES",
-                          "model_with_role"]),
+    ("inn/registry.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS", "ROLES",
+                            "model_with_role", "TaskSpec", "TASKS", "task_spec"]),
     ("inn/tagging.html", ["Tagger", "PerceptronPeer", "read_text", "Tokenizer", "score_pos", "score_texts"]),
 ])
 def test_the_key_objects_are_documented(pages, page, names):

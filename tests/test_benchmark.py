@@ -38,15 +38,17 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
     layer = ImplicitGRU(3, 4)
     path = tmp_path / "ckpt.pt"
     torch.save({"model": {f"encoder.{k}": v for k, v in layer.state_dict().items()}, "epoch": 3}, path)
-    state = load_layer_weights(path, "encoder")
-    assert torch.equal(state["weight_c"], layer.weight_c)
+    cfg, input_size, state = load_layer_weights(path, "encoder")
+    assert torch.equal(state["weight_c"], layer.weight_c) and (cfg.kind, cfg.hidden_size, input_size) == ("inn", 4, 3)
     with pytest.raises(InnError, match="encoder"):
         load_layer_weights(path, "decoder.")
     plain = tmp_path / "plain.pt"
     torch.save(layer.state_dict(), plain)
-    assert set(load_layer_weights(plain)) == set(layer.state_dict())
-    torch.save({"weight_x": layer.weight_x}, plain)  # no recurrent weights: neither cell
-    with pytest.raises(InnError, match="no implicit GRU or LSTM weights"):
+    assert set(load_layer_weights(plain)[2]) == set(layer.state_dict())
+    with pytest.raises(InnError, match=r"no inn_lstm layer weights under prefix '': .* --model \(inn, inn_lstm\)"):
+        load_layer_weights(plain, model="inn_lstm")  # an implicit GRU's weights are not an implicit LSTM's
+    torch.save({"weight_x": layer.weight_x}, plain)  # no recurrent weights: no layer
+    with pytest.raises(InnError, match="no inn layer weights"):
         load_layer_weights(plain)
 
 
@@ -59,53 +61,54 @@ def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
                                     affix_vocab=(4,) * 6, word_dim=4, affix_dim=2))
     path = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "pos"}), path)
-    for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or found
-        state = load_layer_weights(path, prefix)
-        assert torch.equal(state["weight_zr"], model.rnn.weight_zr)
-    with pytest.raises(InnError, match="under prefix 'encoder.'; implicit layers found under 'rnn.'"):
+    for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or left out
+        cfg, _, state = load_layer_weights(path, prefix)
+        assert torch.equal(state["weight_zr"], model.rnn.weight_zr) and cfg == model.config
+    with pytest.raises(InnError, match="is a whole inn model: its layer is 'rnn.'; leave --prefix out"):
         load_layer_weights(path, "encoder.")
+    with pytest.raises(InnError, match="holds a trained inn, not inn_lstm: leave --model out or give --model inn"):
+        load_layer_weights(path, model="inn_lstm")
     main(["--checkpoint", str(path), "--prefix", "rnn.", "--hidden", "4", "--lengths", "3", "--batch-size", "2",
           "--repeats", "1", "--methods", "anderson", "--baselines", "gru", "--out", str(tmp_path / "b.tsv")])
     assert "checkpoint" in (tmp_path / "b.tsv").read_text()
 
 
 def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
-    """A harder weight set makes the implicit LSTM beside the GRU as hard as the GRU: its own
-    recurrent matrices scaled until dF/dH has the same spectral radius (not the fresh LSTM
-    under another name), so its row there needs more iterations than at initialisation."""
+    """A harder weight set of the implicit LSTM (``--model inn_lstm``): its own recurrent
+    matrices scaled until dF/dH has the spectral radius asked for, so its row there needs more
+    iterations than at initialisation."""
     torch.manual_seed(0)
     layer = ImplicitLSTM(6, 6).double()
     xi, mask = torch.randn(3, 8, 6, dtype=torch.float64), torch.ones(3, 8, dtype=torch.bool)
     assert jacobian_radius(layer, xi, mask) < 0.7
     assert make_harder(layer, xi, mask, 0.8) > 1 and jacobian_radius(layer, xi, mask) == pytest.approx(0.8, abs=0.01)
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "6", "--lengths", "8", "--batch-size", "3", "--repeats", "1", "--harder", "0.9", "--methods",
-          "anderson", "implicit_lstm", "--baselines", "--peers", "--dtype", "float64", "--out", str(out)])
-    iterations = {(r["weights"], r["method"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")}
-    assert iterations[("harder0.9", "implicit_lstm")] > iterations[("init", "implicit_lstm")]
+    main(["--model", "inn_lstm", "--hidden", "6", "--lengths", "8", "--batch-size", "3", "--repeats", "1", "--harder",
+          "0.9", "--methods", "anderson", "--baselines", "--peers", "--dtype", "float64", "--out", str(out)])
+    iterations = {(r["weights"], r["cell"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")}
+    assert iterations[("harder0.9", "lstm")] > iterations[("init", "lstm")]
 
 
 def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, capsys):
-    """Every method of the checkpoint's weight set solves the checkpoint's implicit LSTM: the
-    gradients agree with the exact gradient of that layer (a fresh layer's would not), the
-    rows say cell "lstm", and their ratio is to the BiLSTM."""
+    """A state_dict of an implicit LSTM (``--model inn_lstm``): every method of the
+    checkpoint's weight set solves it, the gradients agree with the exact gradient of that
+    layer, the rows say cell "lstm", and their ratio is to the BiLSTM."""
     torch.manual_seed(3)
     layer = ImplicitLSTM(5, 4)
     ckpt = tmp_path / "lstm.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
-          "implicit_lstm", "--checkpoint", str(ckpt), "--prefix", "rnn", "--baselines", "lstm", "gru", "--peers",
-          "--out", str(out)])
+    main(["--model", "inn_lstm", "--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder",
+          "--methods", "anderson", "newton_krylov", "--checkpoint", str(ckpt), "--prefix", "rnn", "--baselines", "lstm",
+          "gru", "--peers", "--out", str(out)])
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     cells = {(r["weights"], r["method"]): r["cell"] for r in rows}
-    assert cells == {("init", "anderson"): "gru", ("init", "implicit_lstm"): "lstm", ("init", "bilstm"): "",
+    assert cells == {("init", "anderson"): "lstm", ("init", "newton_krylov"): "lstm", ("init", "bilstm"): "",
                      ("init", "bigru"): "", ("checkpoint", "anderson"): "lstm",
-                     ("checkpoint", "implicit_lstm"): "lstm", ("checkpoint", "bilstm"): "", ("checkpoint", "bigru"): ""}
+                     ("checkpoint", "newton_krylov"): "lstm", ("checkpoint", "bilstm"): "", ("checkpoint", "bigru"): ""}
     for r in rows:
         if r["weights"] == "checkpoint" and r["cell"]:
             assert int(r["hidden"]) == 4 and float(r["grad_error"]) < 1e-2 and int(r["failed"]) == 0
-    assert not next(r["grad_error"] for r in rows if r["weights"] == "init" and r["cell"] == "lstm")  # NaN: empty
     table = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("checkpoint")]
     by_method = {line[3]: line for line in table}
     ratio = float(by_method["anderson"][7])
@@ -140,28 +143,9 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     assert "fits t = a" in capsys.readouterr().out
 
 
-def test_implicit_lstm_is_a_method_beside_the_bilstm(tmp_path):
-    out = tmp_path / "bench.tsv"
-    main(["--hidden", "4", "--lengths", "3", "5", "--batch-size", "2", "--repeats", "1", "--harder",
-          "--methods", "implicit_lstm", "--baselines", "lstm", "--peers", "--out", str(out)])
-    rows = list(csv.DictReader(out.open(), delimiter="\t"))
-    assert sorted({r["method"] for r in rows}) == ["bilstm", "implicit_lstm"]
-    lstm = [r for r in rows if r["method"] == "implicit_lstm"]
-    assert len(lstm) == 2 and all(int(r["failed"]) == 0 and float(r["newton_mean"]) > 0 for r in lstm)
-    assert all(float(r["forward_backward_s"]) > 0 for r in rows)
-
-
-def test_implicit_lstm_beside_a_trained_implicit_gru_is_skipped_there(tmp_path):
-    """On a trained implicit GRU's weight set the implicit LSTM would be fresh weights under
-    the name "checkpoint": its row there is a note, not a time; it is still timed on init."""
-    ckpt = tmp_path / "gru.pt"
-    torch.save(ImplicitGRU(4, 4).state_dict(), ckpt)
-    out = tmp_path / "bench.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods",
-          "implicit_lstm", "--checkpoint", str(ckpt), "--baselines", "--peers", "--out", str(out)])
-    rows = {r["weights"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
-    assert rows["checkpoint"]["note"] == "skipped: the checkpoint holds an implicit GRU"
-    assert not rows["checkpoint"]["forward_s"] and float(rows["init"]["forward_s"]) > 0  # no time: empty
+def test_a_model_that_is_not_implicit_is_refused(tmp_path):
+    with pytest.raises(InnError, match="--model bilstm: not an implicit model of the registry; use one of inn, inn_lstm"):
+        main(["--model", "bilstm", "--hidden", "4", "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
 
 
 def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):

@@ -76,3 +76,17 @@ def test_inn_cost_writes_the_table_and_names_a_missing_measurement(tmp_path, cap
     assert "no such file" in capsys.readouterr().err
     with pytest.raises(InnError, match="lacks the column"):
         cost_table([RESULTS], MEASURED.drop(columns="dev_cpu_s_per_walk"))
+
+
+def test_the_cost_table_is_a_view_of_the_report_and_a_figure(tmp_path):
+    from inn.experiment.cost import cost_figure
+    from inn.experiment.views import markdown, views
+    from inn.tables import write_tsv
+
+    table = cost_table([RESULTS], MEASURED)
+    write_tsv(tmp_path / "cost.tsv", table)
+    shown = views(tmp_path)["cost"]
+    inn = next(row for row in shown.rows if row[0].text == "b1.0" and row[1].text == "inn")
+    assert "never" not in inn[6].text and len(inn[4].text.split(", ")) == 2  # two seeds, both below the b-LSTM
+    assert "CPU h to best dev epoch" in markdown(shown)
+    assert cost_figure(table) is not None and cost_figure(table.iloc[:0]) is None

@@ -147,8 +147,10 @@ def test_a_tiny_segmenter_trains_and_keeps_every_character(tiny):
 
 def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tiny, ewt_dir, capsys):
     root = tmp_path_factory.mktemp("tagger")
-    source = {"tags": "xpos", "train": str(tiny / "train.conllu"), "dev": str(tiny / "train.conllu"),
-              "test": str(tiny / "train.conllu")}
+    for split in ("dev", "test"):  # copies: one file as two splits is refused
+        (root / f"{split}.conllu").write_bytes((tiny / "train.conllu").read_bytes())
+    source = {"tags": "xpos", "train": str(tiny / "train.conllu"), "dev": str(root / "dev.conllu"),
+              "test": str(root / "test.conllu")}
     prepare_pos("conllu", source, root / "data", "ewt", language="en", max_words=500, max_affixes=50, word_dim=4,
                 affix_dim=2)
     train("pos", root / "data", "bilstm", root / "bilstm", TrainConfig(max_train=60, max_dev=10, max_epochs=1),

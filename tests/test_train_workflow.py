@@ -7,12 +7,15 @@ import json
 import os
 import re
 import subprocess
+import zipfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 import yaml
 
+from conftest import TEST_CONFIGS
 from inn.data.corpora import EWT_FILES
 from test_workflow import REPO, SNAKEMAKE, snakemake
 
@@ -100,47 +103,61 @@ def user_treebank(folder, ewt_dir, sentences=(120, 40, 40)):
     return {"format": "conllu", "tags": "upos", **{split: str(path) for split, path in files.items()}}
 
 
-@pytest.mark.workflow
-def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
-    """The whole workflow on a user's corpus (its own name, file names and UPOS tags) in place of
-    the free corpora, up to the report."""
-    config = tiny_workflow_config
-    config["corpora"] = {"ewt": {"enabled": False}, "ptb_sample": {"enabled": False},
-                         "my_tb": user_treebank(tmp_path / "treebank", ewt_dir)}
-    result = snakemake(workdir=tmp_path, config=config)
+#: the config files of the whole workflow's tiny run, as Snakemake reads them (CONTRIBUTING.md)
+QUICK = [str(TEST_CONFIGS / "config/config.yaml"), str(TEST_CONFIGS / "quick/config.yaml")]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, ewt_dir) -> tuple[Path, list[str], dict]:
+    """The whole workflow run once, up to the report, on ``.test/quick`` with a user's corpus (its
+    own name, file names and UPOS tags) in place of the free corpora: the run folder, the config
+    files it read, and the corpus."""
+    run, mine = tmp_path_factory.mktemp("run"), tmp_path_factory.mktemp("corpus")
+    corpus = user_treebank(mine / "treebank", ewt_dir)
+    own = mine / "config.yaml"
+    own.write_text(yaml.safe_dump({"corpora": {"ptb_sample": {"enabled": False}, "my_tb": corpus}}))
+    configs = [*QUICK, str(own)]
+    result = snakemake("--configfile", *configs, workdir=run)
     assert result.returncode == 0, result.stderr[-3000:]
-    data = pd.read_csv(tmp_path / "results/tables/data_pos.tsv", sep="\t")
+    return run, configs, corpus
+
+
+@pytest.mark.workflow
+def test_train_and_evaluate_end_to_end(tmp_path, finished_run):
+    """The whole workflow on a user's corpus in place of the free corpora, up to the report."""
+    run_folder, _, corpus = finished_run
+    data = pd.read_csv(run_folder / "results/tables/data_pos.tsv", sep="\t")
     assert data.set_index("split").loc[:, ["corpus", "sentences"]].to_dict("list") == {
         "corpus": ["my_tb"] * 3, "sentences": [120, 40, 40]}
     runs = [("pos", "my_tb", m) for m in ("inn", "bilstm", "perceptron")]
     runs += [("walks", "b0.5", m) for m in ("inn", "bilstm-h4")]
     for task, dataset, model in runs:
         run = f"{task}/{dataset}/{model}/seed1"
-        metrics = json.loads((tmp_path / "results/eval" / run / "metrics.json").read_text())
+        metrics = json.loads((run_folder / "results/eval" / run / "metrics.json").read_text())
         assert (metrics["task"], metrics["dataset"], metrics["model"], metrics["seed"]) == (task, dataset, model, 1)
         assert metrics["scale"] == "test" and metrics["epochs"] >= 1
         name = "accuracy" if task == "pos" else "error"
         assert metrics["metric"] == name and metrics[name] is not None
         assert metrics["tag_column"] == ("upos" if task == "pos" else None)  # what Table 2 scores
-        history = pd.read_csv(tmp_path / "results/train" / run / "history.tsv", sep="\t")
+        history = pd.read_csv(run_folder / "results/train" / run / "history.tsv", sep="\t")
         assert len(history) >= 1
-        assert (tmp_path / "results/eval" / run / "predictions.tsv").is_file()
+        assert (run_folder / "results/eval" / run / "predictions.tsv").is_file()
         rule = "train_perceptron" if model == "perceptron" else "train_model"
         log = f"{task}/{dataset}/seed1" if model == "perceptron" else run
-        assert (tmp_path / "logs" / rule / f"{log}.log").is_file()
-        assert (tmp_path / "benchmarks" / rule / f"{log}.tsv").is_file()
-    inn = pd.read_csv(tmp_path / "results/train/pos/my_tb/inn/seed1/history.tsv", sep="\t")
+        assert (run_folder / "logs" / rule / f"{log}.log").is_file()
+        assert (run_folder / "benchmarks" / rule / f"{log}.tsv").is_file()
+    inn = pd.read_csv(run_folder / "results/train/pos/my_tb/inn/seed1/history.tsv", sep="\t")
     assert {"newton_iters", "krylov_iters", "residual", "nonconverged"} <= set(inn.columns)
-    metrics = json.loads((tmp_path / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
+    metrics = json.loads((run_folder / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
     assert metrics["hidden_size"] == 48 and metrics["training"]["max_train"] == 30  # INN k = feature size
     # The default target is the report: tables, timing and benchmark filled from these runs.
-    tables = tmp_path / "results/tables"
+    tables = run_folder / "results/tables"
     table2 = pd.read_csv(tables / "table2.tsv", sep="\t")
     ours = table2[table2.run == "ours"].set_index("model")
     assert list(ours.index) == ["bilstm", "inn", "perceptron"] and set(ours.corpus) == {"my_tb"}
-    predicted = pd.read_csv(tmp_path / "results/eval/pos/my_tb/inn/seed1/predictions.tsv", sep="\t")
+    predicted = pd.read_csv(run_folder / "results/eval/pos/my_tb/inn/seed1/predictions.tsv", sep="\t")
     assert set(predicted.gold) | set(predicted.predicted) <= UPOS  # universal tags, not PTB's
-    inn = json.loads((tmp_path / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
+    inn = json.loads((run_folder / "results/eval/pos/my_tb/inn/seed1/metrics.json").read_text())
     assert ours.loc["inn", "accuracy"] == pytest.approx(inn["accuracy"], rel=1e-5)  # TSVs keep 6 digits
     table1 = pd.read_csv(tables / "table1.tsv", sep="\t")
     assert table1.b.tolist() == [0.5] and table1.bilstm_best_size.tolist() == [4]
@@ -148,27 +165,46 @@ def test_train_and_evaluate_end_to_end(tmp_path, tiny_workflow_config, ewt_dir):
     assert {(t, m) for t, m in zip(timing.task, timing.model)} == {
         ("pos", "inn"), ("pos", "bilstm"), ("walks", "inn"), ("walks", "bilstm-h4")}
     assert timing.n_min.eq(4).all() and timing.n_max.eq(8).all()
-    html = (tmp_path / "results/report/index.html").read_text()
+    html = (run_folder / "results/report/index.html").read_text()
     assert "Not the full reproduction (scale label: test)" in html and "Implicit-layer benchmark" in html
     parsed = pd.read_html(io.StringIO(html), attrs={"id": "table2"})[0]
     assert pd.to_numeric(parsed["accuracy"].iloc[:3]).tolist() == pytest.approx(ours.accuracy.round(2).tolist())
     # every POS model is also a tagger file: it fills the corpus's column (UPOS) as evaluate tags it
     from inn.experiment.cli import main
 
-    test_file = config["corpora"]["my_tb"]["test"]
+    test_file = corpus["test"]
     for model in ("inn", "perceptron"):
-        tagger = tmp_path / f"results/taggers/pos/my_tb/{model}/seed1/tagger.pt"
-        metrics = json.loads((tmp_path / f"results/eval/pos/my_tb/{model}/seed1/metrics.json").read_text())
+        tagger = run_folder / f"results/taggers/pos/my_tb/{model}/seed1/tagger.pt"
+        metrics = json.loads((run_folder / f"results/eval/pos/my_tb/{model}/seed1/metrics.json").read_text())
         assert torch.load(tagger, weights_only=True)["meta"]["test"]["accuracy"] == metrics["accuracy"]
         out, scores = tmp_path / f"{model}.conllu", tmp_path / f"{model}.json"
         assert main(["tag", str(tagger), test_file, "--accuracy", "--metrics", str(scores), "--out", str(out)]) == 0
         assert json.loads(scores.read_text())["accuracy"] == metrics["accuracy"]
         words = [f for line in out.read_text().splitlines() if len(f := line.split("\t")) == 10 and f[0].isdigit()]
-        predicted = pd.read_csv(tmp_path / f"results/eval/pos/my_tb/{model}/seed1/predictions.tsv", sep="\t")
+        predicted = pd.read_csv(run_folder / f"results/eval/pos/my_tb/{model}/seed1/predictions.tsv", sep="\t")
         assert [f[3] for f in words] == predicted.predicted.tolist() and {f[4] for f in words} == {"_"}
     assert parsed["corpus"].iloc[:3].tolist() == ["my_tb"] * 3
 
 
+@pytest.mark.workflow
+def test_snakemakes_own_report_of_a_finished_run(tmp_path, finished_run):
+    """`snakemake --report report.zip` after a run: the outputs the rules mark with report(),
+    the project's HTML report among them, with their captions and the workflow's description,
+    and nothing run again."""
+    run_folder, configs, _ = finished_run
+    before = {path: path.stat().st_mtime_ns for path in (run_folder / "results").rglob("*") if path.is_file()}
+    archive = tmp_path / "report.zip"
+    result = snakemake("--configfile", *configs, "--report", str(archive), workdir=run_folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with zipfile.ZipFile(archive) as report:
+        names = report.namelist()
+        html = report.read("report/report.html").decode()
+    assert sorted(Path(name).name for name in names if name.startswith("report/data/raw/")) == [
+        "comparisons.tsv", "data_pos.tsv", "data_walks.tsv", "index.html", "table1.tsv", "table2.tsv", "timing.tsv",
+        "verdict.tsv"]
+    assert "Bayes-optimal floor of each test set" in html  # a caption (workflow/report/table1.rst)
+    assert r'at scale <tt class=\"docutils literal\">test<' in html  # the description, its config filled in
+    assert {path: path.stat().st_mtime_ns for path in (run_folder / "results").rglob("*") if path.is_file()} == before
 @pytest.mark.workflow
 def test_a_restarted_training_job_resumes(tmp_path, tiny_workflow_config):
     """A job killed after its first epoch leaves last.pt; the rerun continues from it."""

@@ -12,6 +12,8 @@ out=${1:-$here/report.html}
 tables=$(mktemp -d)
 trap 'rm -rf "$tables"' EXIT
 inn collect --results "$here/results" --out-dir "$tables"
+# what the error costs: each run's CPU hours from the measured cost per batch (cost/README.md)
+inn cost --results "$here/results" --measured "$here/cost/measured.tsv" --out "$tables/cost.tsv"
 config=$(python - <<'PY'
 import json
 
@@ -30,7 +32,7 @@ def merge(base: dict, over: dict) -> dict:
 
 
 local = {"device": "cpu", "seeds": [1, 2, 3], "corpora": {"ewt": {"enabled": False}}, "resources": {"threads": 1},
-         "models": {"walks": {"b": [0.25, 0.5, 0.75, 1.0], "bilstm_hidden_sizes": [100, 300, 500, 1000, 1500]}}}
+         "models": {"walks": {"b": [0.25, 0.5, 0.75, 1.0, 2.0], "bilstm_hidden_sizes": [100, 300, 500, 1000, 1500]}}}
 config = merge(merge(yaml.safe_load(open("config.yaml")), yaml.safe_load(open("config/paper_walks.yaml"))), local)
 print(json.dumps(validate_config(config, "workflow/schemas/config.schema.yaml")))
 PY

@@ -36,6 +36,7 @@ MOVED: dict[str, str] = {
     "inn.experiment.train_perceptron": "inn.experiment.train.perceptron",
     "inn.experiment.evaluate": "inn.experiment.train.evaluate",
     "inn.experiment.benchmark": "inn.experiment.timing.benchmark",
+    "inn.experiment.benchmark_layers": "inn.experiment.timing.benchmark_layers",
     "inn.experiment.breakdown": "inn.experiment.timing.breakdown",
     "inn.experiment.peers": "inn.experiment.timing.peers",
     "inn.experiment.collect": "inn.experiment.report.collect",

@@ -44,6 +44,7 @@ import torch
 from inn.errors import InnError
 from inn.io import torch_load_data, torch_load_problem
 from inn.models import CELLS, MODELS, ModelConfig, SequenceLabeler, build_model
+from inn.registry import TASKS, tagging_task, task_spec
 from inn.user_modules import missing_error, needed_by, recorded
 
 if TYPE_CHECKING:  # the tagger package reads checkpoints: its perceptron is imported where a payload needs it
@@ -88,7 +89,7 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
 
     folder = Path(folder)
     section: dict[str, Any] = {"fingerprint": checked_fingerprint(folder)}
-    if task == "pos":
+    if task_spec(task).tags:
         record = read_record(folder)
         column = column or record.get("column") or DEFAULT_COLUMN
         if column not in COLUMNS:
@@ -259,11 +260,12 @@ def self_contained(payload: dict[str, Any], path: str | os.PathLike,
         InnError: not a POS model; no vocabularies and no ``data_dir``; ``data_dir`` is other data.
     """
     meta = payload.get("meta", {})
-    if meta.get("task", payload.get("model_config", {}).get("task", "pos")) != "pos":
+    task = meta.get("task", payload.get("model_config", {}).get("task", tagging_task()))
+    if not getattr(TASKS.get(task), "tags", False):
         raise InnError(f"{path} is a {meta.get('task')} model, not a tagger: only POS models tag text")
     data = dict(payload.get("data") or {})
     if data_dir is not None:
-        described = describe_data(data_dir, "pos", column or data.get("column"))
+        described = describe_data(data_dir, task, column or data.get("column"))
         if data.get("fingerprint") not in (None, described["fingerprint"]):
             raise InnError(f"{path} was trained on other data than {data_dir} (fingerprint {data['fingerprint']}, "
                            f"the folder's {described['fingerprint']}): give the folder it was trained on")

@@ -9,7 +9,8 @@ Every model is ``encoder -> recurrent layer -> per-position output``:
   (:class:`inn.nn.ImplicitLSTM`, the paper's future work) or one of the explicit baselines GRU,
   LSTM, BiGRU, BiLSTM (:class:`ExplicitRNN`); ``hidden_states(xi, mask)`` runs it alone, which
   is what the paper times;
-- the output is a softmax over tags (POS) or a logistic unit per step (walks).
+- the output is a softmax over tags (POS) or a logistic unit per step (walks), as the task's
+  record says (:data:`inn.registry.TASKS`).
 
 Model names as the workflow spells them are the keys of the registry :data:`MODELS` (``inn``,
 ``inn_lstm``, ``gru``, ``lstm``, ``bigru``, ``bilstm``, ``perceptron``), the neural ones optionally
@@ -20,15 +21,13 @@ recurrent cell in the registry :data:`CELLS` (``implicit_gru``, ``implicit_lstm`
 ``imports`` (docs/implicit-layer.md, "Your cell in the experiments"). The models the paper's
 claims are about are found by their role (:data:`ROLES`, :func:`model_with_role`): the INN is
 the ``claimed`` model, the b-LSTM the ``swept`` baseline, the BiGRU the ``timing_reference``.
+The registries live in :mod:`inn.registry`; their names are re-exported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import re
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,274 +36,34 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from inn.data.features import feature_size
 from inn.errors import InnError
 
 log = logging.getLogger(__name__)
 
-TASKS = ("pos", "walks")
-#: the hidden-size rule's word for the input feature size (the paper's k = 448 for POS)
-FEATURES = "features"
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """A recurrent cell the models may name (:attr:`ModelSpec.cell`), and how its layer is built.
-
-    ``factory(input_size, hidden_size)`` returns:
-
-    - for an implicit cell (``implicit=True``), the cell itself: an ``nn.Module`` with
-      ``forward(x, h_prev, h_next) -> h`` (:class:`inn.nn.Cell`), which the model wraps in
-      :class:`inn.nn.ImplicitSequence` with the run's solver and options. The solved state is
-      ``hidden_size`` wide unless the cell has a ``state_size`` attribute (the LSTM's [h; c]);
-    - for an explicit cell, a one-directional layer run like ``torch.nn.GRU(...,
-      batch_first=True)``: ``forward(x) -> (H, anything)``, (B, n, input_size) -> (B, n,
-      hidden_size); :class:`ExplicitRNN` runs a second one on the reversed sequences for a
-      bidirectional model.
-
-    ``layer=True`` marks an implicit cell whose factory builds the whole layer,
-    ``factory(input_size, hidden_size, solver=..., trainable_boundary=..., **options)``
-    (the implicit GRU and LSTM: their parameters keep the names of their checkpoints).
-    """
-
-    name: str
-    factory: Callable[..., nn.Module]
-    implicit: bool
-    layer: bool = False
-
-
-#: every recurrent cell a model may name, by name
-CELLS: dict[str, CellSpec] = {}
-#: the package's own cells and models, which no registration replaces (set once they are registered)
-BUILTIN_CELLS: frozenset[str] = frozenset()
-BUILTIN_MODELS: frozenset[str] = frozenset()
-
-
-def _refuse_builtin(kind: str, name: str, builtins: frozenset[str]) -> None:
-    if name in builtins:
-        raise InnError(f"{kind} {name} is the package's own and cannot be replaced: register yours under another "
-                       f"name (e.g. my_{name})")
-
-
-def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool = True,
-                  layer: bool = False) -> CellSpec:
-    """Add a recurrent cell that models may name (replacing one of one's own of the same name,
-    never one of the package's); see :class:`CellSpec` for what ``factory`` returns.
-
-    Example, a cell of one's own as an implicit layer::
-
-        register_cell("ncgated", NonCausalGatedCell)           # (input_size, hidden_size) -> Cell
-        register(ModelSpec("ncgated", "Non-causal gated", "ncgated", bidirectional=True,
-                           implicit=True, sizes={"walks": ("inn_hidden_size",)}))
-    """
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise InnError(f"cell name {name!r}: use lower-case letters, digits and _")
-    _refuse_builtin("cell", name, BUILTIN_CELLS)
-    if not callable(factory):
-        raise InnError(f"cell {name}: the factory must be callable (input_size, hidden_size) -> module, "
-                       f"got {type(factory).__name__}")
-    spec = CellSpec(name, factory, bool(implicit), bool(layer))
-    CELLS[name] = spec
-    return spec
-
-
-def _explicit(rnn: type[nn.Module]) -> Callable[[int, int], nn.Module]:
-    def factory(input_size: int, hidden_size: int) -> nn.Module:
-        return rnn(input_size, hidden_size, batch_first=True)
-
-    factory.__name__ = factory.__qualname__ = rnn.__name__
-    return factory
-
-
-def _implicit_gru(input_size: int, hidden_size: int, **options: Any) -> nn.Module:
-    from inn.nn import ImplicitGRU
-
-    return ImplicitGRU(input_size, hidden_size, **options)
-
-
-def _implicit_lstm(input_size: int, hidden_size: int, **options: Any) -> nn.Module:
-    from inn.nn import ImplicitLSTM
-
-    return ImplicitLSTM(input_size, hidden_size, **options)
-
-
-register_cell("implicit_gru", _implicit_gru, implicit=True, layer=True)
-register_cell("implicit_lstm", _implicit_lstm, implicit=True, layer=True)
-register_cell("gru", _explicit(nn.GRU), implicit=False)
-register_cell("lstm", _explicit(nn.LSTM), implicit=False)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One model of the experiments: everything the config, the workflow's rules, the tables,
-    the report and the benchmark know of it. Adding a model to the experiments is one
-    :func:`register` call (or one entry below).
-
-    ``cell`` names the recurrent cell of :data:`CELLS` that :func:`recurrent_layer` builds
-    (``implicit_gru``, ``implicit_lstm``, ``gru``, ``lstm``, or one registered by
-    :func:`register_cell`); ``implicit`` must say what the cell is. None marks a model that
-    is not a neural sequence labeller (the averaged perceptron). ``sizes`` is the hidden-size
-    rule per task: the keys under ``models.<task>`` in the config tried in order, the first one
-    set wins, and :data:`FEATURES` stands for the input feature size; a list-valued key (the
-    b-LSTM's ``bilstm_hidden_sizes``) is a sweep, one run per size (``bilstm-h300``). A task
-    without a rule is one the model is not trained on.
-
-    ``role`` is the part the model plays in the paper's claims (:data:`ROLES`; one model each):
-    the tables, the verdicts, the report, the timing and the benchmark find the paper's INN, its
-    swept b-LSTM and the timing reference through it (:func:`model_with_role`), never by name.
-    A model without a role (the implicit LSTM, one of one's own) still gets its columns in Table
-    1, its rows in Table 2, its comparisons, its timing and its place in the report; the
-    verdicts stay the paper's claims. ``short`` is its name in a table's header (the display
-    name where unset), ``colour`` its colour in the report's figures (a matplotlib colour; the
-    next free one where unset).
-    """
-
-    name: str
-    display: str
-    cell: str | None
-    bidirectional: bool = False
-    implicit: bool = False
-    sizes: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    in_paper: bool = True
-    #: the module that registered it (set by :func:`register`): what a checkpoint of the model
-    #: names, so that loading it without that module says which one to import
-    module: str | None = field(default=None, compare=False)
-    role: str | None = None
-    short: str | None = None
-    colour: str | None = None
-
-    @property
-    def tasks(self) -> tuple[str, ...]:
-        return tuple(task for task in TASKS if task in self.sizes)
-
-    @property
-    def label(self) -> str:
-        """The model's name in a table's header: ``short``, else ``display``."""
-        return self.short or self.display
-
-
-#: the parts a model plays in the paper's claims (:attr:`ModelSpec.role`), one model each
-ROLES = {
-    "claimed": "the paper's model, the INN: the verdicts' side, Table 1's first columns with the paper's "
-               "figures beside them, the timing law the paper fitted, the layer the benchmark solves",
-    "swept": "the paper's swept baseline, the b-LSTM: Table 1's last columns, one run per size, the size "
-             "best on dev and the size nearest the claimed model's parameter count",
-    "timing_reference": "the baseline the benchmark's times are divided by, the BiGRU",
-}
-
-
-#: every model of the experiments, by the name the config and the result paths use, in the
-#: paper's order (Table 2's row order)
-MODELS: dict[str, ModelSpec] = {}
-
-
-def register(spec: ModelSpec) -> ModelSpec:
-    """Add a model to the experiments (replacing one of one's own of the same name: a module
-    imported again).
-
-    Raises:
-        InnError: a name that cannot be a path part or is one of the package's models, a cell
-            that is not registered (register it first with :func:`register_cell`), or
-            ``implicit`` not saying what the cell is.
-    """
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", spec.name):
-        raise InnError(f"model name {spec.name!r}: use lower-case letters, digits and _ (it is a path part)")
-    _refuse_builtin("model", spec.name, BUILTIN_MODELS)
-    if spec.cell is not None:
-        cell = CELLS.get(spec.cell)
-        if cell is None:
-            raise InnError(f"model {spec.name}: unknown cell {spec.cell!r}; register it first with "
-                           f"inn.models.register_cell, or use one of {', '.join(CELLS)}")
-        if cell.implicit != spec.implicit:
-            raise InnError(f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
-                           f"set implicit={cell.implicit} in its ModelSpec")
-    if spec.role is not None:
-        if spec.role not in ROLES:
-            raise InnError(f"model {spec.name}: unknown role {spec.role!r}; use one of {', '.join(ROLES)}, or None")
-        holder = next((name for name, other in MODELS.items() if other.role == spec.role), spec.name)
-        if holder != spec.name:
-            raise InnError(f"model {spec.name}: the role {spec.role} is {holder}'s ({ROLES[spec.role]}); a role "
-                           "is one model's, and a model of one's own needs none to appear in the tables")
-    if spec.module is None:
-        caller = sys._getframe(1).f_globals
-        spec = dataclasses.replace(spec, module=caller.get("__file__") if caller.get("__name__") == "__main__"
-                                   else caller.get("__name__"))
-    MODELS[spec.name] = spec
-    return spec
-
-
-_BASELINE = {"pos": ("baseline_hidden_size",)}
-for _spec in (
-    ModelSpec("gru", "GRU", "gru", sizes=_BASELINE),
-    ModelSpec("lstm", "LSTM", "lstm", sizes=_BASELINE),
-    ModelSpec("bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE, role="timing_reference",
-              short="BiGRU"),
-    ModelSpec("bilstm", "b-LSTM", "lstm", bidirectional=True,
-              sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)}, role="swept", colour="C1"),
-    ModelSpec("inn", "INN", "implicit_gru", bidirectional=True, implicit=True,
-              sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)}, role="claimed",
-              colour="C0"),
-    ModelSpec("inn_lstm", "Implicit LSTM (ours, not in the paper)", "implicit_lstm", bidirectional=True,
-              implicit=True, in_paper=False,
-              sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS},
-              short="implicit LSTM", colour="C2"),
-    ModelSpec("perceptron", "Averaged perceptron (NLTK)", None, in_paper=False, sizes={"pos": ()}),
-):
-    register(_spec)
-BUILTIN_CELLS, BUILTIN_MODELS = frozenset(CELLS), frozenset(MODELS)
-
-
-def neural_models() -> list[str]:
-    """The registry's neural sequence labellers (what ``inn train --model`` accepts)."""
-    return [name for name, spec in MODELS.items() if spec.cell is not None]
-
-
-def implicit_models() -> list[str]:
-    """The models whose layer is implicit (solved: solver options, warm starts, statistics)."""
-    return [name for name, spec in MODELS.items() if spec.implicit]
-
-
-def model_with_role(role: str) -> str:
-    """The registry's name of the model that plays ``role`` (:data:`ROLES`): ``"claimed"`` ->
-    ``"inn"``, ``"swept"`` -> ``"bilstm"``, ``"timing_reference"`` -> ``"bigru"``."""
-    for name, spec in MODELS.items():
-        if spec.role == role:
-            return name
-    if role not in ROLES:
-        raise InnError(f"unknown model role {role!r}; use one of {', '.join(ROLES)}")
-    raise InnError(f"no model of the registry plays the role {role} ({ROLES[role]}): inn.models.MODELS was "
-                   "changed by hand; add models with inn.models.register")
-
-
-def paper_baselines() -> list[str]:
-    """The baselines of the paper's Table 2 claim, the INN's accuracy above theirs: its
-    bidirectional explicit models (``bigru``, ``bilstm``)."""
-    return [name for name, spec in MODELS.items()
-            if spec.in_paper and spec.bidirectional and not spec.implicit and spec.cell is not None]
-
-
-def bidirectional_baselines() -> dict[str, str]:
-    """Each cell's bidirectional explicit model (``{"gru": "bigru", "lstm": "bilstm"}``): what
-    an implicit layer of that cell is timed and compared against."""
-    return {spec.cell: name for name, spec in MODELS.items()
-            if spec.cell is not None and spec.bidirectional and not spec.implicit}
-
-
-_NAME = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?:-h(?P<hidden>\d+))?$")
-
-
-def base_name(name: str) -> str:
-    """The registry's name of a run's model: ``"bilstm-h300"`` -> ``"bilstm"``, ``"perceptron"`` as is."""
-    return re.sub(r"-h\d+$", "", name)
-
-
-def parse_model_name(name: str) -> tuple[str, int | None]:
-    """``"bilstm-h300"`` -> ``("bilstm", 300)``; ``"inn"`` -> ``("inn", None)``."""
-    match = _NAME.match(name)
-    if not match or match["kind"] not in neural_models():
-        raise InnError(f"unknown model {name!r}: use one of {', '.join(neural_models())}, "
-                       "optionally with a size (bilstm-h300)")
-    hidden = match["hidden"]
-    return match["kind"], (int(hidden) if hidden else None)
+from inn.registry import (  # noqa: F401  (the registries' names, re-exported: inn.models.MODELS ...)
+    BUILTIN_CELLS,
+    BUILTIN_MODELS,
+    CELLS,
+    FEATURES,
+    MODELS,
+    ROLES,
+    TASKS,
+    CellSpec,
+    ModelSpec,
+    TaskSpec,
+    base_name,
+    bidirectional_baselines,
+    implicit_models,
+    model_with_role,
+    neural_models,
+    paper_baselines,
+    paper_task,
+    parse_model_name,
+    register,
+    register_cell,
+    task_spec,
+)
 
 
 @dataclass
@@ -331,8 +90,7 @@ class ModelConfig:
     forget_max: float = 1.0  # the implicit LSTM's forget gate cap (1: none, the cell as defined)
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise InnError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
+        task_spec(self.task)
         if self.kind not in neural_models():
             raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}, or import "
                            "the module that registers it (--import MODULE; the workflow config's imports)")
@@ -348,6 +106,10 @@ class ModelConfig:
     @property
     def spec(self) -> ModelSpec:
         return MODELS[self.kind]
+
+    @property
+    def task_spec(self) -> TaskSpec:
+        return task_spec(self.task)
 
     @property
     def bidirectional(self) -> bool:
@@ -371,7 +133,7 @@ class FeatureEncoder(nn.Module):
             raise InnError("a POS model needs the word vocabulary size and six affix vocabulary sizes")
         self.words = nn.Embedding(cfg.word_vocab, cfg.word_dim, padding_idx=0)
         self.affixes = nn.ModuleList(nn.Embedding(v, cfg.affix_dim, padding_idx=0) for v in cfg.affix_vocab)
-        self.output_size = cfg.word_dim + 6 * cfg.affix_dim + cfg.num_shapes
+        self.output_size = feature_size(cfg.word_dim, cfg.affix_dim)
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         parts = [self.words(batch["words"])]  # (B, n, word_dim)
@@ -391,6 +153,10 @@ class WalkEncoder(nn.Module):
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         return batch["x"]  # (B, n, d)
+
+
+#: the input encoders by the name a task's record gives (:attr:`TaskSpec.encoder`)
+ENCODERS: dict[str, Callable[[ModelConfig], nn.Module]] = {"features": FeatureEncoder, "steps": WalkEncoder}
 
 
 # --------------------------------------------------------------------------- recurrent layers
@@ -474,11 +240,10 @@ class SequenceLabeler(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.encoder = FeatureEncoder(cfg) if cfg.task == "pos" else WalkEncoder(cfg)
+        self.encoder = ENCODERS[cfg.task_spec.encoder](cfg)
         self.rnn = recurrent_layer(cfg, self.encoder.output_size)
         self.dropout = nn.Dropout(cfg.dropout)
-        outputs = cfg.num_classes if cfg.task == "pos" else 1
-        self.output = nn.Linear(self.rnn.output_size, outputs)
+        self.output = nn.Linear(self.rnn.output_size, cfg.task_spec.output_width(cfg.num_classes))
 
     @property
     def rnn_input_size(self) -> int:
@@ -496,7 +261,7 @@ class SequenceLabeler(nn.Module):
         xi = self.dropout(self.encoder(batch))  # (B, n, rnn_input_size)
         H = self.dropout(self.hidden_states(xi, mask, start))  # (B, n, hidden or 2 x hidden)
         logits = self.output(H)  # (B, n, classes) or (B, n, 1)
-        return logits if self.config.task == "pos" else logits.squeeze(-1)
+        return logits if self.config.task_spec.tags else logits.squeeze(-1)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
@@ -593,7 +358,7 @@ def predict(model: SequenceLabeler, examples: list[dict[str, Tensor]], batch_siz
         stats = getattr(model.rnn, "last_stats", None)
         failed += stats.num_failed if stats is not None else 0
         lengths = batch["mask"].sum(1).tolist()
-        if model.config.task == "pos":
+        if model.config.task_spec.tags:
             best = logits.argmax(-1)  # (B, n)
             for row, i in enumerate(index):
                 labels[i] = best[row, : lengths[row]]

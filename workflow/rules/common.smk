@@ -30,6 +30,7 @@ from inn.experiment.config import (
 )
 from inn.errors import InnError
 from inn.models import MODELS, base_name, model_with_role, parse_model_name
+from inn.registry import TASKS, paper_task, task_spec
 from inn.user_modules import ENV as IMPORTS_ENV, environment_value
 
 ENV = "../envs/inn.yaml"
@@ -100,7 +101,7 @@ NEURAL_MODEL = "(" + "|".join(name for name, spec in MODELS.items() if spec.cell
 
 
 wildcard_constraints:
-    task="pos|walks",
+    task="|".join(TASKS),
     seed=r"\d+",
 
 
@@ -115,12 +116,12 @@ def training_runs():
 
 def pos_datasets():
     """The POS corpora that models are trained on, in config order (none for a walks-only run)."""
-    return list(dict.fromkeys(d for t, d, _, _ in training_runs() if t == "pos"))
+    return list(dict.fromkeys(d for t, d, _, _ in training_runs() if t == paper_task(2)))
 
 
 def walk_datasets():
     """The walk data sets that models are trained on (each gets its floor in Table 1)."""
-    return sorted({d for t, d, _, _ in training_runs() if t == "walks"})
+    return sorted({d for t, d, _, _ in training_runs() if t == paper_task(1)})
 
 
 def all_metrics():
@@ -130,7 +131,7 @@ def all_metrics():
 
 def all_taggers():
     """The self-contained tagger file of every configured POS run (`rule all` asks for them)."""
-    return [f"results/taggers/{t}/{d}/{m}/seed{s}/tagger.pt" for t, d, m, s in training_runs() if t == "pos"]
+    return [f"results/taggers/{t}/{d}/{m}/seed{s}/tagger.pt" for t, d, m, s in training_runs() if task_spec(t).tags]
 
 
 def data_dir(wildcards):
@@ -141,10 +142,7 @@ def data_files(splits):
     """Input function: the prepared files of a run's task and dataset for ``splits``."""
 
     def files(wildcards):
-        folder = data_dir(wildcards)
-        if wildcards.task == "pos":
-            return [f"{folder}/{split}.tsv" for split in splits] + [f"{folder}/features.json"]
-        return [f"{folder}/{split}.pt" for split in splits]
+        return task_spec(wildcards.task).data_files(data_dir(wildcards), splits)
 
     return files
 
@@ -212,8 +210,8 @@ def benchmarked_runs():
 
 def benchmarked_hidden_size(wildcards):
     """The INN's k for a task by its registry rule: configured, or (POS) the input feature size."""
-    features = config["features"]
-    return model_sizes(config, wildcards.task, BENCHMARKED)[0] or features["word_dim"] + 6 * features["affix_dim"] + 8
+    hidden = model_sizes(config, wildcards.task, BENCHMARKED)[0]
+    return hidden or task_spec(wildcards.task).feature_size(config["features"])
 
 
 def run_files(pattern, runs):

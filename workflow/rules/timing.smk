@@ -74,7 +74,8 @@ rule benchmark_implicit:
     conda:
         ENV
     shell:
-        "python -m inn benchmark --checkpoint {input.checkpoint} --data {params.data} --hidden {params.hidden}"
+        "python -m inn benchmark --model {wildcards.model} --checkpoint {input.checkpoint} --data {params.data}"
+        " --hidden {params.hidden}"
         " --harder --lengths {params.timing[lengths]}"
         " --batch-size {params.timing[batch_size]} --methods {params.timing[benchmark][methods]}"
         " --repeats {params.timing[benchmark][repeats]} --tol {params.tol} --device {params.device}"

@@ -57,6 +57,12 @@ SHAPE_FEATURES: tuple[tuple[str, callable], ...] = (
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a word's features never change; text repeats its words
+def feature_size(word_dim: int, affix_dim: int) -> int:
+    """Width of a token's embedded input: its word, its affixes and its shape features
+    (320 + 6 x 20 + 8 = 448 with the paper's sizes); what a POS model's hidden size is by default."""
+    return word_dim + len(AFFIX_KINDS) * affix_dim + len(SHAPE_FEATURES)
+
+
 def shape_features(word: str) -> tuple[float, ...]:
     """The eight binary shape features of ``word`` (see :data:`SHAPE_FEATURES`)."""
     return tuple(float(test(word)) for _, test in SHAPE_FEATURES)
@@ -131,7 +137,7 @@ class FeatureExtractor:
     @property
     def feature_size(self) -> int:
         """Width of the embedded input: word, six affixes, eight shape features."""
-        return self.word_dim + len(AFFIX_KINDS) * self.affix_dim + len(SHAPE_FEATURES)
+        return feature_size(self.word_dim, self.affix_dim)
 
     @property
     def fitted(self) -> bool:

@@ -298,12 +298,18 @@ def _probe_cells(config: Mapping) -> None:
 def with_registry(schema: Mapping) -> dict:
     """``schema`` with the model lists (``models.<task>.run``) taken from the registry
     (:data:`inn.models.MODELS`): a model registered there is a model the config may name; and
-    likewise the solver names (``solver.name``) from :data:`inn.solvers.SOLVERS`."""
+    likewise the solver names (``solver.name``) from :data:`inn.solvers.SOLVERS` and the
+    benchmark's methods (``timing.benchmark.methods``) from
+    :data:`inn.experiment.timing.benchmark_layers.METHODS`."""
+    from inn.experiment.timing.benchmark_layers import METHODS
+
     schema = copy.deepcopy(dict(schema))
     tasks = schema["properties"]["models"]["properties"]
     for task, section in tasks.items():
         section["properties"]["run"]["items"]["enum"] = [name for name, spec in MODELS.items() if task in spec.tasks]
     schema["properties"]["solver"]["properties"]["name"]["enum"] = list(SOLVERS)
+    benchmark = schema["properties"]["timing"]["properties"]["benchmark"]["properties"]
+    benchmark["methods"]["items"]["enum"] = list(METHODS)
     return schema
 
 

@@ -6,30 +6,15 @@ beta * sum alpha_i T(x_i) + (1 - beta) * sum alpha_i x_i. One map evaluation per
 Jacobian. With m = 0 it is the damped iteration x <- (1 - beta) x + beta T(x).
 
 The map T (``sweep``) has the same fixed points as F and costs one evaluation of the cell
-per position:
-
-- ``"tridiagonal"`` (default): H + (I - D)^{-1} (F(H) - H), where D is the gated copy of
-  the neighbours, (1 - z)(s h_{t-1} + (1 - s) h_{t+1}), solved exactly unit by unit along
-  the sequence (:mod:`inn.solvers.tridiagonal`). On trained weights, whose slow modes are
-  that copy diffusing along the sentence, it needs 9-18 iterations at any length where the
-  red-black sweep needs 22-111, rising with n (real EWT text, k = 448 and 224); at
-  initialisation the two are level.
-- ``"red_black"``: a red-black Gauss-Seidel sweep, even positions first, then odd ones from
-  the new even ones; on this nearest-neighbour system it contracts about like two Jacobi
-  steps.
-- ``"jacobi"``: F itself, every position from the old neighbours.
+per position: the exact tridiagonal step (default), a red-black sweep or F itself
+(:data:`SWEEPS`, described with the mixed-precision first pass and the other options in
+:mod:`inn.solvers._anderson_options`).
 
 A sequence counts as converged when the true residual ||H - F(H)|| / ||H|| is below
 ``tol``. The tridiagonal step computes it on the way and reports it; for the red-black sweep,
 whose own residual is only a proxy, it is checked with one F evaluation when the proxy says
 so. The same iterations solve the adjoint system u = g + J^T u in the backward
 pass (:data:`inn.solvers.ADJOINT_SOLVERS`).
-
-Mixed precision (``low_precision``, on by default for float32 on a CPU with native bfloat16
-products): the first steps, down to a residual of ``low_precision_tol`` (3e-3), run on the
-system with bfloat16 matrix products, which halves the cost of a step there; the float32
-steps then finish from that point, and the answer is tested in float32 as always. bfloat16
-alone stalls near a residual of 7e-4 (trained k = 448 weights, n = 10..160).
 
 CUDA graphs (``cuda_graph``, off by default): :class:`AndersonState` splits a step where the
 eager loop syncs with the host, and :func:`anderson_chunked` runs fixed segments of steps
@@ -39,15 +24,17 @@ without that sync, which :mod:`inn.solvers.cuda_graph` captures and replays on a
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from inn.errors import InnError
 from inn.solvers import cuda_graph as graphs
+from inn.solvers._anderson_options import (  # SWEEPS and low_precision_pays: importable from here as before
+    LOW_PRECISION_MAX_ITER, SWEEPS, chunk_length, compaction_pays, first_chunk_step, low_precision_pays,
+    low_precision_version, sweep_map,
+)
 from inn.solvers._common import Counter, ResultCode, SolveResult, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
@@ -345,19 +332,6 @@ class AndersonState:
         return self.best_x, self.iterations, true_res, code
 
 
-def first_chunk_step(memory: int) -> int:
-    """The first step a replayable chunk can start at: divergence is checked from step 2 on,
-    the ring buffer is full from step memory - 1 on, and from a multiple of ``memory`` every
-    chunk whose length is one too writes the same slots in the same order."""
-    need = max(2, memory - 1)
-    return need if memory <= 1 else -(-need // memory) * memory
-
-
-def chunk_length(steps: int, memory: int) -> int:
-    """``steps`` rounded up to a multiple of ``memory`` (see :func:`first_chunk_step`)."""
-    return steps if memory <= 1 else -(-steps // memory) * memory
-
-
 #: (inputs) -> (map, scale of the residual): how a segment makes its map from the per-batch inputs
 Build = Callable[[Any], tuple[Callable[[Tensor], Tensor | tuple[Tensor, Tensor]], Callable[[Tensor], Tensor]]]
 
@@ -439,20 +413,6 @@ def _segment(state: AndersonState, build: Build, inputs: Any, steps: range, x: T
     state.persist_()
 
 
-#: sweep name -> the map T of a system whose fixed points Anderson finds
-SWEEPS = {
-    "jacobi": lambda system: system.F,
-    "red_black": lambda system: system.sweep,
-    "tridiagonal": lambda system: lambda H: system.tridiagonal_step(H, with_residual=True),
-}
-
-
-def _map(system, sweep: str):
-    if sweep not in SWEEPS:
-        raise InnError(f"sweep must be one of {', '.join(SWEEPS)}, not {sweep!r}")
-    return SWEEPS[sweep](system)
-
-
 def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
              memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
              divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
@@ -495,68 +455,24 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     return SolveResult(H, its, torch.zeros_like(its), res, code)
 
 
-#: the most steps of the low-precision first pass (it reaches 3e-3 in 6-8 on trained weights)
-LOW_PRECISION_MAX_ITER = 30
-
-
-def low_precision_pays(device: torch.device, dtype: torch.dtype, setting: bool | str) -> bool:
-    """Resolve a ``low_precision`` option: ``"auto"`` is True for float32 on a CPU whose
-    oneDNN runs bfloat16 matrix products natively (there a (800 x 448) @ (448 x 448) product
-    took 0.85 ms against 3.5 ms in float32), False elsewhere (GPUs: not measured yet)."""
-    if setting == "auto":
-        return dtype == torch.float32 and device.type == "cpu" and _native_bfloat16()
-    if not isinstance(setting, bool):
-        raise InnError(f"low_precision must be true, false or 'auto', not {setting!r}")
-    return setting
-
-
-@functools.cache
-def _native_bfloat16() -> bool:
-    try:
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a build without oneDNN's check
-        return False
-
-
-def low_precision_version(target, like: Tensor, setting: bool | str, tol: float, low_tol: float):
-    """``target.low_precision()``, the system or linearisation with bfloat16 products, when a
-    first pass to ``low_tol`` is wanted (``setting`` for iterates like ``like``), is short of
-    ``tol``, and ``target`` has such a version (its cell's products take bfloat16 weights);
-    else None. The forward and the adjoint share it."""
-    if tol >= low_tol or not low_precision_pays(like.device, like.dtype, setting):
-        return None
-    return target.low_precision()
-
-
-def compaction_pays(device: torch.device, setting: bool | str) -> bool:
-    """Resolve a ``compact`` option: ``"auto"`` is True on a CPU, where a step's cost is its
-    arithmetic and so proportional to the samples in it, False elsewhere (on a GPU at these
-    sizes a step costs its kernel launches, whatever the batch)."""
-    if setting == "auto":
-        return device.type == "cpu"
-    if not isinstance(setting, bool):
-        raise InnError(f"compact must be true, false or 'auto', not {setting!r}")
-    return setting
-
-
 def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0,
              compact: bool = False, **kwargs):
     """Anderson on ``system`` with the map of ``sweep``; ``graph_steps``: in captured segments
     of that many steps (:func:`anderson_chunked`), 0 for the eager loop, which drops the
     sequences that are done from the batch when ``compact``."""
-    fmap = _map(system, sweep)
+    fmap = sweep_map(system, sweep)
     # the tridiagonal step from H = 0 needs no matrix products (the cell's step_from_zero, if any)
     from_zero = sweep == "tridiagonal" and not bool(H.any())
     first = system.step_from_zero() if from_zero else None
     if graph_steps:
-        return anderson_chunked(lambda sy: (_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,
+        return anderson_chunked(lambda sy: (sweep_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,
                                 first=first, steps=graph_steps, kind=f"forward {sweep}", **kwargs)
     def checker(sy):
         return None if sweep == "jacobi" else (lambda x: relative_residual(x - sy.F(x), x))
 
     def restrict(rows: Tensor):
         sub = system.select(rows)
-        return _map(sub, sweep), batch_norm, checker(sub)
+        return sweep_map(sub, sweep), batch_norm, checker(sub)
 
     return anderson_iterate(fmap, H, batch_norm, tol=tol, max_iter=max_iter, true_residual=checker(system),
                             first=first, restrict=restrict if compact else None, **kwargs)

@@ -98,6 +98,51 @@ def _log_accuracy(scores: dict) -> None:
 
 def tag_main(argv: list[str]) -> None:
     """``inn tag MODEL [FILE ...]``: tag running text, CoNLL-U, horizontal or vertical text."""
+    parser = _tag_parser()
+    args = parser.parse_intermixed_args(argv)  # MODEL --accuracy FILE: files after options too
+    set_threads(args.threads)
+    _check_tag_args(parser, args)
+    gold_text = _read_utf8(args.gold, "--gold") if args.gold else None
+    tagger, column = _load_tagger(args)
+    interactive = sys.stderr.isatty()
+    if args.input == "text":
+        tagger.tokenizer(args.language, args.tokenizer)  # an unknown language is refused before anything is read
+    start = time.perf_counter()  # from here on timed: reading, tokenizing, tagging, writing
+    sentences, predicted, sources = _tag_inputs(tagger, args, interactive)
+    output = args.output or "conllu"
+    words = sum(len(s.words) for s in sentences)
+    foreign = tagger.foreign(tagger.unseen_share([s.words for s in sentences]), words)
+    if foreign:
+        log.warning("%s", foreign)
+    scores = None
+    if args.accuracy:
+        if sentences:
+            scores = tagger.accuracy(sentences, predicted, column, sources)
+        else:
+            log.warning("no tokens to score: the input is empty")
+    text = write_text(sentences, predicted, output, column)
+    seconds = time.perf_counter() - start
+    write_output(args.out, text)
+    speed = {"sentences": len(sentences), "tokens": words, "seconds": seconds,
+             "tokens_per_second": words / seconds if seconds > 0 else None,
+             "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
+    results: dict = {}
+    if scores is not None:
+        _log_accuracy(scores)
+        results.update(scores)
+    if gold_text is not None:
+        system = text if output == "conllu" else write_text(sentences, predicted, "conllu", column)
+        results.update(_score_against_gold(gold_text, args.gold, system, column))
+    if args.metrics:
+        from inn.io import write_json
+
+        write_json(args.metrics, {**results, **speed, "model": tagger.meta.get("model"),
+                                  "dataset": tagger.meta.get("dataset"), "column": column, "input": args.input})
+    _log_speed(tagger, speed, args.input == "text")
+
+
+def _tag_parser() -> argparse.ArgumentParser:
+    """The command line of ``inn tag``."""
     parser = argparse.ArgumentParser(
         prog="inn tag", description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).",
         epilog="Running text (--input text) is split into sentences (blank lines always end one) and into the words "
@@ -130,8 +175,12 @@ def tag_main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
     parser.add_argument("--batch-size", type=positive_int, default=20,
                         help="sentences per batch (20, evaluation's, gives its exact tags)")
-    args = parser.parse_intermixed_args(argv)  # MODEL --accuracy FILE: files after options too
-    set_threads(args.threads)
+    return parser
+
+
+def _check_tag_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse contradictory options and outputs that are folders or inputs, before the model
+    is loaded."""
     if args.metrics and not (args.accuracy or args.gold):
         parser.error("--metrics needs --accuracy or --gold")
     if args.accuracy and args.input == "text":
@@ -145,8 +194,10 @@ def tag_main(argv: list[str]) -> None:
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
     refuse_inputs_as_outputs({"--out": args.out, "--metrics": args.metrics},
                              {"the model": args.model, "an input file": args.files, "--gold": args.gold})
-    gold_text = _read_utf8(args.gold, "--gold") if args.gold else None
 
+
+def _load_tagger(args: argparse.Namespace):
+    """The tagger of ``args.model`` and the CoNLL-U column its tags fill, logged."""
     from inn.tagging.tagger import Tagger
 
     loaded = time.perf_counter()
@@ -156,61 +207,44 @@ def tag_main(argv: list[str]) -> None:
     if column != tagger.column:
         log.warning("the model predicts %s tags but --column %s fills %s with them (and --accuracy scores them "
                     "against its gold tags)", tagger.column.upper(), column, column.upper())
-    interactive = sys.stderr.isatty()
-    if args.input == "text":
-        tagger.tokenizer(args.language, args.tokenizer)  # an unknown language is refused before anything is read
-    start = time.perf_counter()  # from here on timed: reading, tokenizing, tagging, writing
-    if args.input == "text":
-        sentences, predicted, sources = _tag_texts(tagger, args.files, args.language, interactive, args.tokenizer)
-    else:
-        pairs, forms = _read_inputs(args.files, args.input)
-        sentences, sources = [s for s, _ in pairs], [source for _, source in pairs]
-        if args.accuracy and any(form != "conllu" for form in forms):
-            raise InnError("--accuracy needs CoNLL-U input with gold tags (give --input conllu, or a .conllu file)")
-        predicted = tagger.tag([s.words for s in sentences], progress=interactive and len(sentences) > 200)
-    output = args.output or "conllu"
-    words = sum(len(s.words) for s in sentences)
-    foreign = tagger.foreign(tagger.unseen_share([s.words for s in sentences]), words)
-    if foreign:
-        log.warning("%s", foreign)
-    scores = None
-    if args.accuracy:
-        if sentences:
-            scores = tagger.accuracy(sentences, predicted, column, sources)
-        else:
-            log.warning("no tokens to score: the input is empty")
-    text = write_text(sentences, predicted, output, column)
-    seconds = time.perf_counter() - start
-    write_output(args.out, text)
-    speed = {"sentences": len(sentences), "tokens": words, "seconds": seconds,
-             "tokens_per_second": words / seconds if seconds > 0 else None,
-             "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
-    results: dict = {}
-    if scores is not None:
-        _log_accuracy(scores)
-        results.update(scores)
-    if gold_text is not None:
-        from inn.tagging.conll18 import evaluate, read_ud, unscored
+    return tagger, column
 
-        system = text if output == "conllu" else write_text(sentences, predicted, "conllu", column)
-        gold_ud, system_ud = read_ud(gold_text, args.gold), read_ud(system, "the tagged text")
-        shared = evaluate(gold_ud, system_ud)
-        tag = column.upper()
-        if tag in (cannot := unscored(gold_ud, system_ud)):
-            log.warning("%s F1 below measures nothing: %s", tag, cannot[tag])
-        log.info("against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
-                 "%.2f (%.2f%% of the aligned words)", args.gold, shared["Tokens"].f1, shared["Sentences"].f1,
-                 shared["Words"].f1, tag, shared[tag].f1, shared[tag].aligned_accuracy or 0.0)
-        results["conll18"] = {name: score.as_dict() for name, score in shared.items()}
-        results["gold"] = args.gold
-    if args.metrics:
-        from inn.io import write_json
 
-        write_json(args.metrics, {**results, **speed, "model": tagger.meta.get("model"),
-                                  "dataset": tagger.meta.get("dataset"), "column": column, "input": args.input})
+def _tag_inputs(tagger, args: argparse.Namespace,
+                interactive: bool) -> tuple[list[TextSentence], list[list[str]], list[str]]:
+    """Read and tag the input files (running text or tokenized text): the sentences, their
+    tags and sources."""
+    if args.input == "text":
+        return _tag_texts(tagger, args.files, args.language, interactive, args.tokenizer)
+    pairs, forms = _read_inputs(args.files, args.input)
+    sentences, sources = [s for s, _ in pairs], [source for _, source in pairs]
+    if args.accuracy and any(form != "conllu" for form in forms):
+        raise InnError("--accuracy needs CoNLL-U input with gold tags (give --input conllu, or a .conllu file)")
+    predicted = tagger.tag([s.words for s in sentences], progress=interactive and len(sentences) > 200)
+    return sentences, predicted, sources
+
+
+def _score_against_gold(gold_text: str, gold: str, system: str, column: str) -> dict:
+    """``--gold``: the CoNLL 2018 shared task's scores of the tagged CoNLL-U ``system`` against
+    the gold file ``gold`` (its text ``gold_text``), logged and returned for the metrics file."""
+    from inn.tagging.conll18 import evaluate, read_ud, unscored
+
+    gold_ud, system_ud = read_ud(gold_text, gold), read_ud(system, "the tagged text")
+    shared = evaluate(gold_ud, system_ud)
+    tag = column.upper()
+    if tag in (cannot := unscored(gold_ud, system_ud)):
+        log.warning("%s F1 below measures nothing: %s", tag, cannot[tag])
+    log.info("against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
+             "%.2f (%.2f%% of the aligned words)", gold, shared["Tokens"].f1, shared["Sentences"].f1,
+             shared["Words"].f1, tag, shared[tag].f1, shared[tag].aligned_accuracy or 0.0)
+    return {"conll18": {name: score.as_dict() for name, score in shared.items()}, "gold": gold}
+
+
+def _log_speed(tagger, speed: dict, running_text: bool) -> None:
+    """The closing line, which is also the benchmark, and the warning for missed tolerances."""
     log.info("tagged %d sentences, %d words in %.2f s (%.0f words/s%s) on %s, %d thread(s); %d non-converged "
-             "solve(s)", len(sentences), words, seconds, speed["tokens_per_second"] or 0.0,
-             ", tokenizing included" if args.input == "text" else "", tagger.device, torch.get_num_threads(),
+             "solve(s)", speed["sentences"], speed["tokens"], speed["seconds"], speed["tokens_per_second"] or 0.0,
+             ", tokenizing included" if running_text else "", tagger.device, torch.get_num_threads(),
              tagger.nonconverged)
     if tagger.nonconverged:
         log.warning("%d sentence solve(s) of the implicit layer missed their tolerance: their tags may differ "

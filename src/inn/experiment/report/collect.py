@@ -37,7 +37,7 @@ import pandas as pd
 from inn.experiment.report import paper
 from inn.errors import InnError
 from inn.io import check_out_dir, refuse_inputs_as_outputs
-from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines
+from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines, paper_task, task_spec
 from inn.experiment.run_checks import check_predictions, read_metrics
 from inn.experiment.report.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
@@ -79,10 +79,10 @@ def _ended_by(metrics: dict) -> str | None:
 
 
 def _best_dev(history: pd.DataFrame, task: str) -> float:
-    column = "dev_accuracy" if task == "pos" else "dev_error"
-    if column not in history or history[column].isna().all():
+    spec = task_spec(task)
+    if spec.dev_column not in history or history[spec.dev_column].isna().all():
         return float("nan")
-    return float(history[column].max() if task == "pos" else history[column].min())
+    return spec.best(history[spec.dev_column])
 
 
 def load_runs(metrics: Iterable[str | Path], histories: Iterable[str | Path] = (),
@@ -154,7 +154,7 @@ def _check_seeds_alike(runs: pd.DataFrame) -> None:
     swept = model_with_role("swept")
     for (task, dataset, base), group in runs.groupby(["task", "dataset", "base_model"]):
         names = sorted(group.model.unique())
-        if len(names) > 1 and not (task == "walks" and base == swept):  # only the b-LSTM is swept
+        if len(names) > 1 and not (task == paper_task(1) and base == swept):  # only Table 1's b-LSTM is swept
             raise InnError(f"{task} {dataset}: runs of {', '.join(names)} would share the {base} row; only the "
                            "walks' b-LSTM is a sweep of sizes: collect each size of the others separately")
         for size, named in group.groupby("size"):
@@ -182,7 +182,7 @@ def _check_floors(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame
     floors written before ``data_fingerprint`` was recorded are not checked)."""
     if "data_fingerprint" not in runs:
         return
-    walks = runs[runs.task == "walks"].dropna(subset=["data_fingerprint"])
+    walks = runs[runs.task == paper_task(1)].dropna(subset=["data_fingerprint"])
     for dataset, group in walks.groupby("dataset"):
         floor = (floors.get(dataset) or ({}, None))[0].get("data_fingerprint")
         if isinstance(floor, str) and floor not in set(group.data_fingerprint):
@@ -256,7 +256,7 @@ def _compare(rows: list, task: str, dataset: str, model: str, baseline: str, a: 
     says), which decides ``distinguishable``, and the test-set-only interval beside it."""
     result = paired_bootstrap(a, b, seed=BOOTSTRAP_SEED)
     row = {"task": task, "dataset": dataset, "scale": scale_label, "model": model, "baseline": baseline,
-           "metric": "accuracy" if task == "pos" else "error",
+           "metric": task_spec(task).metric,
            "model_value": a.rate * scale, "baseline_value": b.rate * scale,
            "difference": result["difference"] * scale, "low": result["low"] * scale,
            "high": result["high"] * scale, "p_value": result["p_value"],
@@ -288,7 +288,7 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
     comparisons = comparisons if comparisons is not None else []
     implicit = implicit_models()  # a column group each (the registry's: the INN, the implicit LSTM, one's own)
     claimed, swept = model_with_role("claimed"), model_with_role("swept")  # the INN, the b-LSTM
-    walks = runs[runs.task == "walks"] if not runs.empty else runs
+    walks = runs[runs.task == paper_task(1)] if not runs.empty else runs
     datasets = list(dict.fromkeys([*(walks.dataset if not walks.empty else []), *floors]))
     rows = []
     for dataset in datasets:
@@ -316,8 +316,8 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
                 scored[name] = unit_scores(predictions, "sequence", "wrong")
                 if floor_scores is not None:
                     label = f"{swept}-h{best_size}" if name == swept else name
-                    result = _compare(comparisons, "walks", dataset, label, "bayes", scored[name], floor_scores, 1.0,
-                                      scale)
+                    result = _compare(comparisons, paper_task(1), dataset, label, "bayes", scored[name],
+                                      floor_scores, 1.0, scale)
                     row[f"{name}_excess_low"], row[f"{name}_excess_high"] = result["low"], result["high"]
         row[f"{swept}_best_size"] = best_size
         sweep = group[group.base_model == swept] if not group.empty else group
@@ -329,11 +329,11 @@ def table1(runs: pd.DataFrame, floors: dict[str, tuple[dict, pd.DataFrame | None
         row["ended_by_patience"], row["ended_by_cap"] = int(ended.get("patience", 0)), int(ended.get("cap", 0))
         for name in implicit:
             if name in scored and swept in scored:
-                _compare(comparisons, "walks", dataset, name, f"{swept}-h{best_size}", scored[name],
+                _compare(comparisons, paper_task(1), dataset, name, f"{swept}-h{best_size}", scored[name],
                          scored[swept], 1.0, scale)
         matched_predictions = _predictions(sweep[sweep["size"] == matched]) if matched != best_size else []
         if claimed in scored and matched_predictions:
-            _compare(comparisons, "walks", dataset, claimed, f"{swept}-h{int(matched)}", scored[claimed],
+            _compare(comparisons, paper_task(1), dataset, claimed, f"{swept}-h{int(matched)}", scored[claimed],
                      unit_scores(matched_predictions, "sequence", "wrong"), 1.0, scale)
         # the paper's Table 1 is keyed by its models' names, which are the registry's
         row.update({f"paper_{claimed}_error": theirs.get(claimed, np.nan),
@@ -356,7 +356,7 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
     bootstrap difference in accuracy (points) over the test sentences, pooled over seeds.
     """
     comparisons = comparisons if comparisons is not None else []
-    pos = runs[runs.task == "pos"] if not runs.empty else runs
+    pos = runs[runs.task == paper_task(2)] if not runs.empty else runs
     corpora = list(corpora)
     unlisted = sorted(set(pos.dataset) - set(corpora)) if not pos.empty else []
     if unlisted:
@@ -388,8 +388,8 @@ def table2(runs: pd.DataFrame, corpora: Iterable[str], comparisons: list | None 
                 # Implicit models against each other once: the implicit LSTM against the INN.
                 if model in scored and baseline != model and not (
                         baseline in implicit and implicit.index(baseline) > implicit.index(model)):
-                    _compare(comparisons, "pos", corpus, model, baseline, scored[model], scored[baseline], 100.0,
-                             _scale(group))
+                    _compare(comparisons, paper_task(2), corpus, model, baseline, scored[model], scored[baseline],
+                             100.0, _scale(group))
         column, references = paper.REFERENCES.get(corpus, (None, {}))
         # Only beside runs that score the reference's tag column (runs evaluated before the
         # column was recorded are taken to be of the corpus's default, XPOS).
@@ -440,7 +440,7 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None,
     for r in comparisons.itertuples() if not comparisons.empty else []:
         if r.model != claimed:
             continue
-        if r.task == "walks" and base_name(str(r.baseline)) == swept:
+        if r.task == paper_task(1) and base_name(str(r.baseline)) == swept:
             b = float(str(r.dataset).removeprefix("b"))
             if b > 1:
                 continue
@@ -451,7 +451,7 @@ def verdicts(comparisons: pd.DataFrame, table1: pd.DataFrame | None = None,
                 claim += f", against the size nearest its parameter count ({size} units)"
             theirs = paper.TABLE1.get(b, {})
             paper_difference = theirs.get(claimed, np.nan) - theirs.get(swept, np.nan)
-        elif r.task == "pos" and r.baseline in paper_baselines() and r.dataset in paper_corpora:
+        elif r.task == paper_task(2) and r.baseline in paper_baselines() and r.dataset in paper_corpora:
             claim, sign = f"{inn} accuracy above the {MODELS[r.baseline].display}'s ({r.dataset})", 1
             paper_difference = paper.TABLE2_WSJ.get(claimed, np.nan) - paper.TABLE2_WSJ.get(r.baseline, np.nan)
         else:
@@ -490,7 +490,7 @@ def _whole_claim(rows: list[dict]) -> list[dict]:
     rests on), at how many each verdict fell, and at how many it holds once the tests are
     corrected for their number (Holm's step-down at 5% on the rows' two-sided p-values, each in
     the paper's direction). Nothing while fewer than two b were tested."""
-    tested = [r for r in rows if r["task"] == "walks" and "nearest its parameter count" not in r["claim"]]
+    tested = [r for r in rows if r["task"] == paper_task(1) and "nearest its parameter count" not in r["claim"]]
     if len({r["dataset"] for r in tested}) < 2:
         return []
     counts = pd.Series([r["verdict"].split(" on one seed")[0] for r in tested]).value_counts()
@@ -508,7 +508,7 @@ def _whole_claim(rows: list[dict]) -> list[dict]:
                ("; some rest on one seed" if any("on one seed" in r["verdict"] for r in tested) else ""))
     claimed, swept = model_with_role("claimed"), model_with_role("swept")
     return [{"claim": f"{MODELS[claimed].display} error below the {MODELS[swept].display}'s for b <= 1, as a whole",
-             "task": "walks", "dataset": "all tested",
+             "task": paper_task(1), "dataset": "all tested",
              "scale": ",".join(sorted({str(r["scale"]) for r in tested})), "model": claimed, "baseline": swept,
              "metric": "error", "paper_difference": np.nan, "difference": np.nan, "low": np.nan, "high": np.nan,
              "interval": "per b, above", "model_seeds": min(r["model_seeds"] for r in tested),
@@ -567,7 +567,7 @@ def find_run_files(results: Iterable[str | Path]) -> dict[str, list[str]]:
             found["metrics"].append(str(metrics))
             found["predictions"].append(str(predictions))
             found["histories"].append(str(history))
-            if run_key(metrics)["task"] == "pos":
+            if run_key(metrics)["task"] == paper_task(2):
                 corpora.add(run_key(metrics)["dataset"])
         for floor in sorted(folder.glob("data/walks/*/floor.tsv")):
             found["floors"].append(str(floor))

@@ -33,6 +33,7 @@ import pandas as pd
 
 from inn.errors import InnError
 from inn.experiment.report.collect import best_bilstm, find_run_files, load_runs, run_key, run_label
+from inn.registry import TASKS
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
     epoch and to the chosen b-LSTM's best dev error, beside its test error."""
     found = find_run_files(results)
     runs = load_runs(found["metrics"], found["histories"], found["predictions"])
-    runs = runs[runs.task == "walks"]
+    runs = runs[runs.task.isin([name for name, spec in TASKS.items() if spec.metric == "error"])]
     histories = {tuple(run_key(path).values()): pd.read_csv(path, sep="\t") for path in found["histories"]}
     batch_size = {tuple(run_key(path).values()): json.loads(Path(path).read_text(encoding="utf-8"))
                   .get("training", {}).get("batch_size") for path in found["metrics"]}
@@ -158,6 +159,25 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
         raise InnError("no walks run of the results has a measured model: measure it first "
                        "(archive/paper_walks/cost/measure.py)")
     return pd.DataFrame(rows)
+
+
+def cost_figure(cost: pd.DataFrame):
+    """Test error against CPU hours to the best dev epoch, one panel per data set, a marker per
+    seed; None without a cost table. (matplotlib is imported here: the report's extra.)"""
+    if cost.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(cost.dataset))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.6 * len(datasets), 3.4), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        group = cost[cost.dataset == dataset]
+        for number, (model, runs) in enumerate(group.groupby("model", sort=False)):
+            ax.plot(runs.cpu_hours_to_best, runs.test_error, "o", color=f"C{number}", label=model)
+        ax.set(xscale="log", xlabel="CPU hours to best dev epoch", ylabel="test error", title=dataset)
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
 
 
 def _sizes(results: list[str | Path], dataset: str) -> dict[str, int]:

@@ -35,10 +35,11 @@ from inn.experiment.report.collect import run_key  # noqa: E402
 from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
 from inn.experiment.report.tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
                                           timing_view)
+from inn.experiment.report.cost import cost_figure  # noqa: E402
 from inn.experiment.report.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
-from inn.models import MODELS, bidirectional_baselines, model_with_role  # noqa: E402
+from inn.models import MODELS, bidirectional_baselines, model_with_role, paper_task, task_spec  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -190,7 +191,7 @@ def learning_figure(task: str, dataset: str, group: pd.DataFrame):
     """Training loss and dev score (accuracy for POS, error for the walks) against epoch for every
     model of one task and data set (its first seed); epochs ticked at whole numbers, since a
     run of three epochs would otherwise be ticked at 1.5 and 2.5. None without the dev score."""
-    metric = "dev_accuracy" if task == "pos" else "dev_error"
+    metric = task_spec(task).dev_column
     if metric not in group:
         return None
     label = metric.replace("_", " ")
@@ -335,6 +336,10 @@ def _per_seed(values) -> list[float]:
     return [float(v) for v in values.split(",")]
 
 
+def _uri(fig) -> str | None:
+    return None if fig is None else figure_uri(fig)
+
+
 def table1_figure(table1: pd.DataFrame) -> str | None:
     """Error against b: the floor, our models (mean and every seed) and the paper's two columns."""
     if table1.empty:
@@ -451,6 +456,7 @@ def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str 
         wsj_given=any(config["corpora"][name]["format"] == "ptb" for name in pos_corpora(config)),
         table1=table1,
         table1_figure=table1_figure(table1),
+        cost_figure=_uri(cost_figure(read_table(tables / "cost.tsv"))),
         table2=table2,
         table2_figure=table2_figure(table2),
         views=views(tables),
@@ -477,10 +483,10 @@ def check_tables(tables: Path) -> None:
     """Raise an InnError where a table of the runs that ``runs.tsv`` lists is missing from the
     folder: the report would say the configuration has no such runs."""
     runs = read_table(tables / "runs.tsv")
-    for name, task, what in (("table1", "walks", "walk"), ("table2", "pos", "tagging")):
-        listed = int((runs["task"] == task).sum()) if "task" in runs else 0
+    for name, task in ((f"table{number}", task_spec(paper_task(number))) for number in (1, 2)):
+        listed = int((runs["task"] == task.name).sum()) if "task" in runs else 0
         if listed and not (tables / f"{name}.tsv").is_file():
-            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {what} "
+            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {task.noun} "
                            f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
 
 

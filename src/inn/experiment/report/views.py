@@ -218,8 +218,29 @@ def runs_view(runs: pd.DataFrame) -> TableView:
     return view
 
 
+def _hours(values: pd.Series) -> str:
+    """Per seed, two significant figures; "never" where a run did not get there."""
+    return ", ".join("never" if pd.isna(v) else sig(v, 2) for v in values)
+
+
+def cost_view(cost: pd.DataFrame) -> TableView:
+    """One row per data set and model (``inn cost``): CPU hours to the best dev epoch and to the
+    dev error of the best b-LSTM (the first epoch below it, and the epoch from which it stays
+    below), beside the test error, per seed."""
+    view = TableView("cost-table", "What the error costs: CPU hours (one thread)", [
+        ("data", "text"), ("model", "text"), ("test error, mean", ""), ("CPU s / epoch, first-last", ""),
+        ("CPU h to best dev epoch, per seed", ""), ("best b-LSTM dev error", ""),
+        ("CPU h to first below it", ""), ("CPU h from which it stays below", "")])
+    for (dataset, model), group in cost.groupby(["dataset", "model"], sort=False):
+        view.add([dataset, model, fmt(group.test_error.mean()),
+                  f"{sig(group.cpu_s_first_epoch.min(), 2)}-{sig(group.cpu_s_last_epoch.max(), 2)}",
+                  _hours(group.cpu_hours_to_best), fmt(group.target_dev.iloc[0]),
+                  _hours(group.cpu_hours_first_below), _hours(group.cpu_hours_stays_below)])
+    return view
+
+
 VIEWS = {"verdict": verdict_view, "table1": table1_view, "table2": table2_view, "comparisons": comparisons_view,
-         "runs": runs_view}
+         "runs": runs_view, "cost": cost_view}
 
 
 def read_table(path: str | Path | None) -> pd.DataFrame:

@@ -1,27 +1,29 @@
 """``inn benchmark``: time the implicit layer's solvers against bidirectional GRU/LSTM.
 
-For a batch of B sequences of length n and hidden width k, every method's forward time
-(under ``torch.no_grad()``) and forward+backward time (a linear loss on all states) are
-measured in the same run, with the solver's iteration counts and residuals. Weight sets:
+The layer is that of any implicit model of the registry (``--model``, default the INN; a cell
+of one's own registered by ``--import MODULE`` or the config's ``imports`` included), built
+as training builds it (:mod:`inn.experiment.timing.benchmark_layers`). For a batch of B sequences of
+length n and hidden width k, every method's forward time (under ``torch.no_grad()``) and
+forward+backward time (a linear loss on all outputs) are measured in the same run, with the
+solver's iteration counts and residuals. Weight sets:
 
 - ``init``: a freshly initialised layer;
 - ``harder<c>``: the same with every recurrent matrix (:data:`RECURRENT`: the GRU's U_p,
-  U_n, U_z, U_r, U; the LSTM's U_p, U_n and gate matrices) scaled by one factor, found by
-  bisection, so that dF/dH at the solution has spectral radius c (``--harder``, default
-  0.84), for each cell on its own. Training grows the recurrent weights; real systems are
-  harder than fresh ones, and this radius is the contraction factor of plain iteration;
-- ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH
-  --prefix PREFIX``), when given: an implicit GRU's or an implicit LSTM's. With ``--data``
+  U_n, U_z, U_r, U; the LSTM's U_p, U_n and gate matrices; a cell of one's own: all its
+  matrices) scaled by one factor, found by bisection, so that dF/dH at the solution has
+  spectral radius c (``--harder``, default 0.84). Training grows the recurrent weights; real
+  systems are harder than fresh ones, and this radius is the contraction factor of plain
+  iteration;
+- ``checkpoint``: the layer's weights from a trained checkpoint (``--checkpoint PATH``), when
+  given: a whole checkpoint is read through the model config it stores (``--model`` is then
+  its model), a plain state_dict as ``--model``'s layer (``--prefix PREFIX``). With ``--data``
   (the prepared data folder the model was trained on; the checkpoint must then be a whole
-  ``inn`` or ``inn_lstm`` model) its inputs are what the layer sees in use, the trained
-  encoder's output on windows of real dev tokens (or fresh walks), instead of Gaussian noise.
-  On a trained implicit LSTM every method runs on its weights (``implicit_lstm`` is then
-  ``anderson``'s twin) and the ``cell`` column says so.
+  implicit model) its inputs are what the layer sees in use, the trained encoder's output on
+  windows of real dev tokens (or fresh walks), instead of Gaussian noise.
 
-The baselines, and the implicit LSTM (method ``implicit_lstm``, the paper's future work) on
-the other weight sets, are timed with each weight set's inputs and their own fresh weights
-(seeded by ``--seed``). Each implicit row's ratio is to the bidirectional baseline of its cell
-(BiGRU for the implicit GRU, BiLSTM for the implicit LSTM). Per
+The baselines are timed with each weight set's inputs and their own fresh weights (seeded by
+``--seed``). Each implicit row's ratio is to the bidirectional baseline of its cell (BiGRU
+for the implicit GRU and for a cell of one's own, BiLSTM for the implicit LSTM). Per
 (weights, k, method) it fits t = a * n^p by least squares in log-log space, with r^2,
 prints a table and writes one CSV row per measurement (atomically). Times are the minimum
 over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 import copy
 import io
-import itertools
 import logging
 import math
 import time
@@ -48,42 +49,21 @@ from torch import nn
 
 from inn.device import machine_load, resolve_device, set_threads
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.io import torch_load_data, torch_load_problem
+from inn.experiment.timing.benchmark_layers import (
+    METHODS,
+    benchmarked_model,
+    build_layer,
+    layer_config,
+    load_layer_weights,
+)
 from inn.experiment.timing.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing.fits import fit_power_law, fitted_lengths, synchronize
-from inn.models import bidirectional_baselines
-from inn.solvers import PAPER_OPTIONS, ConvergenceWarning
+from inn.models import MODELS, bidirectional_baselines, model_with_role
+from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
 
-#: method name -> (solver, options). "paper" is the paper's Newton-Krylov, faithfully.
-METHODS: dict[str, tuple[str, dict]] = {
-    "paper": ("newton_krylov", dict(PAPER_OPTIONS)),
-    "newton_krylov": ("newton_krylov", {}),
-    "newton_direct": ("newton_direct", {}),
-    "anderson": ("anderson", {}),
-    # the same without the bfloat16 first pass (what "anderson" is where that does not pay)
-    "anderson_float32": ("anderson", {"low_precision": False, "backward_low_precision": False}),
-    "anderson_red_black": ("anderson", {"sweep": "red_black", "backward_solver": "anderson_red_black"}),
-    # forward and adjoint solves in captured CUDA graphs, one host sync per chunk of steps
-    # (inn.solvers.cuda_graph): CUDA only, against "anderson" of the same run
-    "anderson_graph": ("anderson", {"cuda_graph": True}),
-    # Anderson's forward with the GMRES adjoint (the same tridiagonal preconditioner)
-    "anderson_gmres": ("anderson", {"backward_solver": "gmres"}),
-    "fixed_point": ("fixed_point", {}),
-    # the implicit LSTM (inn.nn.ImplicitLSTM) with the workflow's default solver, fresh weights
-    "implicit_lstm": ("anderson", {}),
-
-    # Anderson's forward with an approximate backward (inn.nn.implicit_function): their
-    # gradient error against the exact adjoint is in the grad_cosine / grad_error columns
-    "anderson_phantom5": ("anderson", {"backward_solver": "phantom", "backward_steps": 5}),
-    "anderson_phantom20": ("anderson", {"backward_solver": "phantom", "backward_steps": 20}),
-    "anderson_jacobian_free": ("anderson", {"backward_solver": "jacobian_free"}),
-    "anderson_preconditioned": ("anderson", {"backward_solver": "preconditioned"}),
-}
-#: methods whose layer is another cell than the implicit GRU (their own fresh weights)
-OTHER_CELLS = ("implicit_lstm",)
 #: methods that only mean something on a CUDA device (skipped elsewhere, with a note)
 CUDA_ONLY = ("anderson_graph",)
 BASELINES = ("gru", "lstm")
@@ -100,7 +80,7 @@ class Row:
     batch: int
     device: str
     dtype: str
-    cell: str = ""  #: the implicit cell ("gru", "lstm"); empty for baselines and peers' own rows
+    cell: str = ""  #: the implicit cell ("gru", "lstm", one's own); empty for baselines and peers' own rows
     threads: int = 0
     clock: str = "wall"
     repeats: int = 0  #: timed rounds (1: timed once, too slow to repeat)
@@ -117,42 +97,6 @@ class Row:
     grad_cosine: float = float("nan")  #: of the parameters' gradient with the exact one (tight adjoint)
     grad_error: float = float("nan")  #: ||g - g_exact|| / ||g_exact||, the same gradients
     note: str = ""
-
-
-def load_layer_weights(path: str | Path, prefix: str = "") -> dict[str, torch.Tensor]:
-    """An ImplicitGRU or ImplicitLSTM state_dict from a file: a plain state_dict or a
-    checkpoint dict whose ``"state_dict"`` (the trainer's checkpoints) or ``"model"`` entry is
-    one; keys under ``prefix`` (e.g. ``"rnn."``, a trained model's layer) are taken, stripped.
-    Without a prefix, the file's one implicit layer is taken wherever it sits."""
-    fix = "give a checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer"
-    try:
-        obj = torch_load_data(path, fix)
-    except InnError:
-        raise
-    except Exception as exc:  # missing, empty, truncated, a text file, a foreign pickle
-        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): {fix}") from None
-    state = obj.get("state_dict", obj.get("model", obj)) if isinstance(obj, dict) else None
-    if not isinstance(state, dict):
-        raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
-    found = sorted({key[: -len("weight_x")] for key in state if key.endswith("weight_x")
-                    and (key[: -len("weight_x")] + "weight_zr" in state or key[: -len("weight_x")] + "weight_gates" in state)})
-    if prefix and not prefix.endswith("."):
-        prefix += "."
-    if not prefix and "" not in found and len(found) == 1:
-        prefix = found[0]  # one implicit layer in the file (a trained model's is under "rnn.")
-    picked = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
-    if prefix not in found:
-        hint = f"; implicit layers found under {', '.join(repr(f) for f in found)}" if found else ""
-        raise InnError(f"{path} has no implicit GRU or LSTM weights under prefix {prefix!r}{hint}: "
-                       "give one of them with --prefix")
-    return picked
-
-
-def layer_class(state: dict[str, torch.Tensor]) -> type:
-    """The implicit layer a state_dict belongs to: the LSTM has gate weights, the GRU z/r ones."""
-    from inn.nn import ImplicitGRU, ImplicitLSTM
-
-    return ImplicitLSTM if "weight_gates" in state else ImplicitGRU
 
 
 def _time_interleaved(
@@ -206,7 +150,8 @@ def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int
     return math.exp(sum(logs) / len(logs))
 
 
-#: the recurrent matrices of the implicit GRU and LSTM, what ``harder`` weight sets scale
+#: the recurrent matrices of the implicit GRU and LSTM, what ``harder`` weight sets scale (of
+#: a layer with none of them, a cell of one's own: all its matrices)
 RECURRENT = ("weight_pn", "weight_zr", "weight_c", "weight_gates")
 
 
@@ -214,12 +159,14 @@ def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float,
     """Scale the recurrent matrices (:data:`RECURRENT`, all by one factor) until dF/dH at
     the solution has spectral radius ``contraction`` (bisection in log space); returns the
     factor used."""
-    base = {name: p.detach().clone() for name, p in layer.named_parameters() if name in RECURRENT}
+    params = dict(layer.named_parameters())
+    base = {name: p.detach().clone() for name, p in params.items() if name in RECURRENT}
+    base = base or {name: p.detach().clone() for name, p in params.items() if p.dim() >= 2}
 
     def apply(factor: float) -> float:
         with torch.no_grad():
             for name, value in base.items():
-                getattr(layer, name).copy_(value * factor)
+                params[name].copy_(value * factor)
         return jacobian_radius(layer, xi, mask)
 
     lo, hi = 0.5, 8.0
@@ -312,10 +259,28 @@ def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Te
     return out
 
 
+def _trained(args: argparse.Namespace, device: torch.device) -> tuple[tuple | None, Callable | None]:
+    """The checkpoint's layer ``(config, input size, state_dict)`` (None without one) and,
+    with ``--data``, the maker of real inputs for it (its encoder's output on real tokens)."""
+    if args.data and not args.checkpoint:
+        raise InnError("--data needs --checkpoint, the trained model whose encoder makes the inputs")
+    if not args.checkpoint:
+        return None, None
+    real_inputs = None
+    if args.data:
+        from inn.checkpoints import load_checkpoint
+        from inn.experiment.timing.fits import realistic_inputs
+
+        model, meta = load_checkpoint(args.checkpoint, device=device)
+        if not getattr(getattr(model, "config", None), "implicit", False):
+            raise InnError(f"{args.checkpoint} is not an implicit model's checkpoint: --data needs a whole "
+                           "trained implicit model")
+        real_inputs = realistic_inputs(model, meta, args.data, args.batch, device, args.seed)
+    return load_layer_weights(args.checkpoint, args.prefix, args.model), real_inputs
+
+
 def run(args: argparse.Namespace) -> list[Row]:
     """All measurements of one benchmark invocation."""
-    from inn.nn import ImplicitGRU, ImplicitLSTM
-
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     if args.threads:  # main() has set the default
@@ -323,87 +288,55 @@ def run(args: argparse.Namespace) -> list[Row]:
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise InnError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    trained, real_inputs = _trained(args, device)
+    model = trained[0].kind if trained else benchmarked_model(args.model)
+    cell = MODELS[model].cell.removeprefix("implicit_")  # the rows' cell: "gru", "lstm", one's own
     weight_sets: list[tuple[str, int, object]] = [("init", k, None) for k in args.hidden]
     for contraction in args.harder:
         weight_sets += [(f"harder{contraction:g}", k, contraction) for k in args.hidden]
-    state = real_inputs = None
-    if args.data:
-        if not args.checkpoint:
-            raise InnError("--data needs --checkpoint, the trained model whose encoder makes the inputs")
-        from inn.checkpoints import load_checkpoint
-        from inn.experiment.timing.fits import realistic_inputs
-
-        model, meta = load_checkpoint(args.checkpoint, device=device)
-        if not isinstance(getattr(model, "rnn", None), (ImplicitGRU, ImplicitLSTM)):
-            raise InnError(f"{args.checkpoint} is not an implicit model's checkpoint: --data needs a whole "
-                           "trained inn or inn_lstm model")
-        state = model.rnn.state_dict()
-        real_inputs = realistic_inputs(model, meta, args.data, args.batch, device, args.seed)
-    elif args.checkpoint:
-        state = load_layer_weights(args.checkpoint, args.prefix)
-    if state is not None:
-        weight_sets.append(("checkpoint", state["weight_pn"].shape[1], None))
+    if trained:
+        weight_sets.append(("checkpoint", trained[0].hidden_size, None))
     rows: list[Row] = []
     for weights, k, contraction in weight_sets:
         gen = torch.Generator().manual_seed(args.seed)
         torch.manual_seed(args.seed)
-        if state is not None and weights == "checkpoint":
-            base = layer_class(state)(state["weight_x"].shape[1], k)  # boundaries load as buffers
-            missing = base.load_state_dict(state, strict=False).missing_keys
-            if missing:
-                raise InnError(f"checkpoint lacks {missing} under prefix {args.prefix!r}")
-        else:
-            base = ImplicitGRU(k, k)
-        trained_lstm = isinstance(base, ImplicitLSTM)
+        cfg, input_size = trained[:2] if weights == "checkpoint" else (layer_config(model, k, k), k)
+        base = build_layer(cfg, input_size, options={"tol": args.tol})
+        if weights == "checkpoint":
+            base.load_state_dict(trained[2])
         base.to(device=device, dtype=dtype)
-        input_size = base.input_size
-        # the implicit LSTM beside a fresh or harder implicit GRU: fresh weights of its own, as
-        # hard (none beside a trained GRU: fresh weights would pass for trained ones there)
-        other = None
-        if not trained_lstm and weights != "checkpoint" and any(m in OTHER_CELLS for m in args.methods):
-            torch.manual_seed(args.seed)
-            other = ImplicitLSTM(input_size, k).to(device=device, dtype=dtype)
         if contraction is not None:
             calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
             calib_mask = torch.ones(args.batch, 40, dtype=torch.bool, device=device)
-            for harder in [m for m in (base, other) if m is not None]:
-                make_harder(harder, calib_x, calib_mask, contraction)
+            make_harder(base, calib_x, calib_mask, contraction)
         slow: set[str] = set()
         for n in args.lengths:
             xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
             mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
             if real_inputs is not None and weights == "checkpoint":
                 xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
-            target = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
+            target = torch.randn(args.batch, n, base.output_size, generator=gen).to(device=device, dtype=dtype)
             common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
                           threads=torch.get_num_threads(), clock=args.clock, repeats=args.repeats)
-            base_cell = "lstm" if trained_lstm else "gru"
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
             exact = _exact_gradient(base, xi, mask, target, args.tol)
             for method in args.methods:
-                fresh_lstm = method in OTHER_CELLS and not trained_lstm
-                row = row_of[method] = Row(method=method, cell="lstm" if fresh_lstm else base_cell, **common)
+                row = row_of[method] = Row(method=method, cell=cell, **common)
                 if method in slow:
                     row.note = "skipped: too slow at a shorter n (--max-seconds)"
                     continue
                 if method in CUDA_ONLY and device.type != "cuda":
                     row.note = "skipped: CUDA graphs need a CUDA device"
                     continue
-                if fresh_lstm and other is None:
-                    row.note = "skipped: the checkpoint holds an implicit GRU"
-                    continue
                 solver, options = METHODS[method]
-                # every method solves the weight set's own layer, the fresh LSTM its own
-                weights_of = other if fresh_lstm else base
-                layer = type(weights_of)(input_size, k, solver=solver, **{**options, "tol": args.tol})
-                layer.load_state_dict(weights_of.state_dict())
+                # every method solves the weight set's own layer
+                layer = build_layer(cfg, input_size, solver, {**options, "tol": args.tol})
+                layer.load_state_dict(base.state_dict())
                 layer.to(device=device, dtype=dtype)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    # the gradient error is against the base layer's exact gradient: its own methods only
-                    reference = None if fresh_lstm else exact
-                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, reference).items():
+                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, exact).items():
                         setattr(row, key, value)
                 if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
                     # too slow to repeat: keep this one measurement, skip longer n
@@ -412,7 +345,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                     continue
                 closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
             for peer in args.peers:
-                _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": base_cell}, slow)
+                _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": cell}, slow)
             for kind in args.baselines:
                 name = bidirectional_baselines()[kind]
                 row_of[name] = Row(method=name, **common)
@@ -463,14 +396,14 @@ def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: 
 def jvp_variants(args: argparse.Namespace) -> list[dict]:
     """Time the three ways of forming J V at a solution: the analytic linearisation (what the
     solvers use), ``torch.func.jvp`` and the double-backward trick (both kept as test
-    references). The analytic one pays its setup (``linearize``) once per Newton step. For
-    both implicit layers, the GRU and the LSTM."""
-    from inn.nn import ImplicitGRU, ImplicitLSTM
-
+    references). The analytic one pays its setup (``linearize``) once per Newton step. On
+    ``--model``'s layer."""
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    model = benchmarked_model(args.model)
+    cell = MODELS[model].cell.removeprefix("implicit_")
     out = []
-    for (cell, cls), k in itertools.product((("gru", ImplicitGRU), ("lstm", ImplicitLSTM)), args.hidden):
-        layer = cls(k, k).to(device=device, dtype=dtype)
+    for k in args.hidden:
+        layer = build_layer(layer_config(model, k, k), k).to(device=device, dtype=dtype)
         gen = torch.Generator().manual_seed(args.seed)
         n = 40 if 40 in args.lengths else args.lengths[len(args.lengths) // 2]
         xi = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
@@ -531,15 +464,15 @@ def fits(rows: list[Row]) -> list[dict]:
 
 def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     """A plain-text table of the measurements, each implicit row's ratio to the bidirectional
-    baseline of its cell (``x bi``: BiGRU for the implicit GRU and TorchDEQ's rows on it,
-    BiLSTM for the implicit LSTM), and the fits."""
+    baseline of its cell (``x bi``: BiLSTM for the implicit LSTM, else the BiGRU, the timing
+    reference), and the fits."""
     buf = io.StringIO()
     baselines = bidirectional_baselines()
     ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in baselines.values()}
     buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
               f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
     for r in rows:
-        g = ref.get((baselines["lstm" if r.cell == "lstm" else "gru"], r.weights, r.hidden, r.n))
+        g = ref.get((baselines.get(r.cell, model_with_role("timing_reference")), r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
         buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
                   f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
@@ -580,11 +513,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
                         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
                              "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)")
-    parser.add_argument("--checkpoint", help="state_dict or checkpoint file holding a trained ImplicitGRU's or "
-                                             "ImplicitLSTM's weights")
-    parser.add_argument("--prefix", default="", help="key prefix of the layer inside the checkpoint (a trained model's: 'rnn.'); "
-                        "without it, the file's one implicit layer")
-    parser.add_argument("--data", help="with a whole inn or inn_lstm checkpoint: its prepared data folder; the trained layer is then "
+    parser.add_argument("--model", help="the implicit model of the registry whose layer is timed (default: the "
+                                        "checkpoint's, else the INN; one's own: with --import MODULE)")
+    parser.add_argument("--checkpoint", help="a trained implicit model's checkpoint, or a state_dict of --model's layer")
+    parser.add_argument("--prefix", default="", help="key prefix of the layer inside a state_dict file; "
+                        "without it, the file's one layer of --model")
+    parser.add_argument("--data", help="with a whole implicit model's checkpoint: its prepared data folder; the trained layer is then "
                                        "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
@@ -654,6 +588,6 @@ def main(argv: list[str] | None = None) -> None:
         log.info("wrote %s and %s", args.out, fits_out)
     else:
         log.info("wrote %s (one length timed: no fits t = a n^p)", args.out)
-    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, [m for m in METHODS if m not in OTHER_CELLS])))
+    print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, list(METHODS))))
     if peer_note:
         log.warning(peer_note)

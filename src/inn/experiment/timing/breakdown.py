@@ -42,6 +42,7 @@ import pandas as pd
 import torch
 
 from inn.errors import InnError
+from inn.experiment.config import training_defaults
 from inn.nn.implicit_function import auto_adjoint
 from inn.solvers import ADJOINT_SOLVERS, ConvergenceWarning, ResultCode
 from inn.tables import write_tsv
@@ -132,7 +133,7 @@ def training_batches(model, meta: dict, data: str | None, batch_size: int, seed:
     call; POS: windows of n consecutive dev tokens of the prepared folder ``data``)."""
     from inn.batches import collate, encode_pos, load_features, read_split
 
-    if model.config.task == "walks":
+    if not model.config.task_spec.tags:
         from inn.data.walk import generate_walks
 
         b = float(str(meta.get("dataset", "")).removeprefix("b") or "nan")
@@ -240,7 +241,7 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
         fallback = None if args.fallback == "none" else args.fallback
         model.rnn.backward_options = {**model.rnn.backward_options, "backward_fallback": fallback}
     k = model.rnn.state_size if model.rnn.output_size == model.rnn.state_size else model.rnn.output_size
-    normalise = meta.get("settings", {}).get("training", {}).get("loss", "token" if model.config.task == "walks" else "sentence")
+    normalise = meta.get("settings", {}).get("training", {}).get("loss", training_defaults(model.config.task)["loss"])
     make = training_batches(model, meta, args.data, args.batch, args.seed)
     now = time.process_time if args.clock == "process" else time.perf_counter
     rows = []

@@ -225,7 +225,7 @@ def realistic_inputs(model, meta: dict, data: str, batch_size: int, device: torc
     """``n -> (xi, mask)`` for a trained model: POS models see windows of real dev tokens
     from the prepared corpus folder ``data`` (so the implicit layer solves the systems its
     trained weights produce on real text), walk models fresh walks with the model's b."""
-    if model.config.task == "pos":
+    if model.config.task_spec.tags:
         make = _pos_inputs(model, data, batch_size, device, seed)
     else:
         make = _walk_inputs(model, walk_bias(data), batch_size, device, seed)

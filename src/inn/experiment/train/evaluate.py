@@ -30,6 +30,7 @@ from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_
 from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
 from inn.experiment.provenance import source_commit
 from inn.models import predict
+from inn.registry import TASKS
 from inn.tagging.scoring import score_pos, score_walks
 from inn.tables import read_tsv, write_tsv
 
@@ -95,9 +96,12 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     fingerprint = check_data(payload, data_dir, checkpoint)
     model, meta = model_from_payload(payload, checkpoint, device=dev)
     task = meta.get("task", getattr(getattr(model, "config", None), "task", None))
+    spec = TASKS.get(task)
+    if spec is None:
+        raise InnError(f"{checkpoint}: unknown task {task!r} in its metadata")
     start = time.perf_counter()
     failed = 0
-    if task == "pos":
+    if spec.tags:
         features = B.load_features(data_dir)
         sentences = B.read_split(data_dir, split)[:max_sequences]
         if getattr(model, "is_perceptron", False):
@@ -107,15 +111,13 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
             labels, _, failed = predict(model, B.encode_pos(sentences, features), device=dev)
             predicted = [[features.tags.items[i] for i in row.tolist()] for row in labels]
         metrics, table = score_pos(sentences, predicted, _known_words(payload, features))
-    elif task == "walks":
+    else:
         examples = B.load_walk_examples(Path(data_dir) / f"{split}.pt", max_sequences)
         if model.config.input_dim != examples[0]["x"].shape[-1]:
             raise InnError(f"{checkpoint} was trained on walks of dimension {model.config.input_dim}, "
                            f"the data has {examples[0]['x'].shape[-1]}")
         labels, probs, failed = predict(model, examples, device=dev)
         metrics, table = score_walks([e["y"] for e in examples], labels, probs)
-    else:
-        raise InnError(f"{checkpoint}: unknown task {task!r} in its metadata")
     seconds = time.perf_counter() - start
     settings = meta.get("settings", {})
     config = getattr(model, "config", None)

@@ -69,6 +69,7 @@ from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sea
 from inn.data.features import UNK
 from inn.models import (FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models,
                         parse_model_name)
+from inn.registry import TASKS, task_spec
 from inn.solvers import ConvergenceWarning, ResultCode
 from inn.tables import read_tsv, write_tsv
 
@@ -145,7 +146,7 @@ class TaskData:
 def load_task_data(task: str, data_dir: str | os.PathLike, cfg: TrainConfig) -> TaskData:
     """Read a prepared POS corpus folder or walk folder (the data stage's outputs)."""
     data_dir = Path(data_dir)
-    if task == "pos":
+    if task_spec(task).tags:
         features = B.load_features(data_dir)
         _, train = B.load_pos(data_dir, "train", features, cfg.max_train)
         _, dev = B.load_pos(data_dir, "dev", features, cfg.max_dev)
@@ -153,12 +154,10 @@ def load_task_data(task: str, data_dir: str | os.PathLike, cfg: TrainConfig) -> 
                    "affix_vocab": tuple(len(v) for v in features.affixes.values()),
                    "word_dim": features.word_dim, "affix_dim": features.affix_dim}
         return TaskData(task, train, dev, fields_, {"tags": list(features.tags.items)})
-    if task == "walks":
-        train = B.load_walk_examples(data_dir / "train.pt", cfg.max_train)
-        dev = B.load_walk_examples(data_dir / "dev.pt", cfg.max_dev)
-        dim = int(train[0]["x"].shape[-1])
-        return TaskData(task, train, dev, {"num_classes": 2, "input_dim": dim}, {})
-    raise InnError(f"unknown task {task!r}; use pos or walks")
+    train = B.load_walk_examples(data_dir / "train.pt", cfg.max_train)
+    dev = B.load_walk_examples(data_dir / "dev.pt", cfg.max_dev)
+    dim = int(train[0]["x"].shape[-1])
+    return TaskData(task, train, dev, {"num_classes": 2, "input_dim": dim}, {})
 
 
 # --------------------------------------------------------------------------- loss and metrics
@@ -170,13 +169,13 @@ def token_losses(model: SequenceLabeler, batch: dict[str, torch.Tensor],
     (``start``: the INN's warm start)."""
     logits = model(batch, start)
     mask = batch["mask"]
-    if model.config.task == "pos":
-        gold = batch["tags"].masked_fill(~mask, B.UNSEEN_TAG)  # (B, n)
+    if model.config.task_spec.tags:
+        gold = batch[model.config.task_spec.gold].masked_fill(~mask, B.UNSEEN_TAG)  # (B, n)
         loss = Fn.cross_entropy(logits.transpose(1, 2), gold, ignore_index=B.UNSEEN_TAG, reduction="sum")
         count = (gold != B.UNSEEN_TAG).sum()
         predicted = logits.argmax(-1)  # (B, n)
     else:
-        gold = batch["y"].to(logits.dtype)
+        gold = batch[model.config.task_spec.gold].to(logits.dtype)
         per_step = Fn.binary_cross_entropy_with_logits(logits, gold, reduction="none")
         loss = (per_step * mask).sum()
         count = mask.sum()
@@ -185,7 +184,7 @@ def token_losses(model: SequenceLabeler, batch: dict[str, torch.Tensor],
 
 
 def correct_count(model: SequenceLabeler, batch, predicted) -> int:
-    gold = batch["tags"] if model.config.task == "pos" else batch["y"]
+    gold = batch[model.config.task_spec.gold]
     return int(((predicted == gold) & batch["mask"]).sum())
 
 
@@ -211,10 +210,7 @@ def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size:
     mean = total / max(count, 1)
     accuracy = correct / max(tokens, 1)
     out = {"loss": mean, "perplexity": math.exp(min(mean, PERPLEXITY_CLAMP))}
-    if model.config.task == "pos":
-        out["accuracy"] = 100.0 * accuracy
-    else:
-        out["error"] = 1.0 - accuracy
+    out[model.config.task_spec.metric] = model.config.task_spec.score(accuracy)
     if model.config.implicit:
         out["nonconverged"] = failed
     return out
@@ -233,12 +229,6 @@ def _perplexity_rose(previous: dict, row: dict) -> bool:
     if max(previous["dev_loss"], row["dev_loss"]) < PERPLEXITY_CLAMP:
         return row["dev_perplexity"] > previous["dev_perplexity"]
     return row["dev_loss"] > previous["dev_loss"]
-
-
-def _better(task: str, new: dict, best: float | None) -> bool:
-    if best is None:
-        return True
-    return new["accuracy"] > best if task == "pos" else new["error"] < best
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -571,6 +561,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     if given and not MODELS[kind].implicit:
         raise InnError(f"model {model_name} has no implicit layer: model.{', model.'.join(given)} apply to "
                        f"{', '.join(implicit_models())} only; leave them out of its settings")
+    spec = task_spec(task)
     data = load_task_data(task, data_dir, cfg)
     # the fingerprint, and what a tagger file needs of the data (the words it trains on)
     trained_on = describe_data(data_dir, task, max_train=cfg.max_train)
@@ -578,8 +569,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     if size is not None:
         options["hidden_size"] = size
     if options.get("hidden_size") is None:
-        if FEATURES in MODELS[kind].sizes.get(task, ()) and task == "pos":  # paper: k = feature size (448)
-            options["hidden_size"] = (data.model_fields["word_dim"] + 6 * data.model_fields["affix_dim"] + 8)
+        if FEATURES in MODELS[kind].sizes.get(task, ()) and spec.feature_size is not None:  # paper: k = 448
+            options["hidden_size"] = spec.feature_size(data.model_fields)
         else:
             raise InnError(f"model {model_name}: no hidden size given")
     model_cfg = ModelConfig(task=task, kind=kind, dropout=cfg.dropout, **data.model_fields, **options)
@@ -626,8 +617,8 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
                       "commit": source_commit()}, task)
         state["history"].append(row)
         state["epoch"] = epoch
-        if _better(task, dev_metrics, state["best"]):
-            state["best"] = dev_metrics["accuracy" if task == "pos" else "error"]
+        if spec.better(dev_metrics[spec.metric], state["best"]):
+            state["best"] = dev_metrics[spec.metric]
             state["best_epoch"], state["bad_epochs"] = epoch, 0
             torch_save(_payload(model, {**meta, "epoch": epoch, "dev": dev_metrics}, settings, trained_on), best_path)
         else:
@@ -645,7 +636,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
             payload["warm_adjoints"] = warm_adjoint.state_dict()
         torch_save(payload, last_path)
         write_tsv(out_dir / "history.tsv", pd.DataFrame(state["history"]))
-        metric = "dev_accuracy" if task == "pos" else "dev_error"
+        metric = spec.dev_column
         log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
                  row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
                  "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov "
@@ -672,7 +663,7 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     last_path.unlink()  # first: a crash between the two restarts training rather than failing
     best_path.unlink()
     log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
-             "accuracy" if task == "pos" else "error", state["best"])
+             spec.metric, state["best"])
     return history
 
 
@@ -682,7 +673,7 @@ def _never_trained(data: TaskData, model: SequenceLabeler) -> list[tuple[nn.Embe
     affixes) only in the rest would keep their random initial vectors; :func:`_tie_to_unknown`
     makes them the unknown entry's instead, as a word outside the vocabulary is. Empty (nothing
     to do) when training sees the whole split."""
-    if data.task != "pos":
+    if not task_spec(data.task).tags:
         return []
     encoder = model.encoder
     tables = [(encoder.words, torch.cat([e["words"] for e in data.train]))]
@@ -717,8 +708,7 @@ def _payload(model: SequenceLabeler, meta: dict, settings: dict, data: dict) -> 
 
 
 def _order(row: dict, task: str) -> dict:
-    first = ["epoch", "train_loss", "dev_loss", "dev_perplexity", "dev_accuracy" if task == "pos" else "dev_error",
-             "lr", "seconds"]
+    first = ["epoch", "train_loss", "dev_loss", "dev_perplexity", task_spec(task).dev_column, "lr", "seconds"]
     return {**{k: row[k] for k in first}, **{k: v for k, v in row.items() if k not in first}}
 
 
@@ -838,7 +828,7 @@ def _settings_from(args) -> tuple[TrainConfig, dict, dict]:
 def main(argv: list[str]) -> None:
     """``inn train``: train one model on one prepared task folder."""
     parser = argparse.ArgumentParser(prog="inn train", description=train.__doc__.splitlines()[0])
-    parser.add_argument("--task", required=True, choices=["pos", "walks"])
+    parser.add_argument("--task", required=True, choices=list(TASKS))
     parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
     parser.add_argument("--model", required=True, help="a neural model of inn.models.MODELS (inn, inn_lstm, gru, lstm, "
                         "bigru, bilstm), optionally with a size: bilstm-h300")
