@@ -19,7 +19,7 @@ import pytest
 #: workflow's, not the library's; packages with ``__all__`` hide their submodules, so those are named)
 MODULES = ("inn", "inn.nn", "inn.nn.implicit_layer", "inn.nn.implicit_gru", "inn.nn.implicit_lstm",
            "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.registry",
-           "inn.data", "inn.tagger", "inn.checkpoints", "inn.segmenter")
+           "inn.data", "inn.tagging", "inn.tagging.tagger", "inn.checkpoints", "inn.tagging.segmenter")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,6 +61,7 @@ def test_every_library_module_has_a_page(pages):
                           "SolverSpec", "SolverOption", "SOLVERS"]),
     ("inn/registry.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS", "ROLES",
                             "model_with_role", "TaskSpec", "TASKS", "task_spec"]),
+    ("inn/tagging.html", ["Tagger", "PerceptronPeer", "read_text", "Tokenizer", "score_pos", "score_texts"]),
 ])
 def test_the_key_objects_are_documented(pages, page, names):
     for name in names:

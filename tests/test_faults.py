@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import torch
 
-import inn.experiment.train
+import inn.experiment.train.loop
 from conftest import REPO
 from inn.experiment.cli import main as cli
 from inn.data.walk import generate_walks, save_walks
@@ -89,7 +89,7 @@ def test_damaged_last_pt_is_set_aside_and_training_starts_afresh(tmp_path, walk_
         out.mkdir()
         last.write_bytes(b"") if damage == "empty" else torch.save({"weights": torch.zeros(3)}, last)
     damaged = last.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="inn.experiment.train"):
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.train.loop"):
         history = train("walks", walk_dir, MODEL, out, _cfg(), device="cpu")
     _assert_as_straight(out, history, straight)
     (aside,) = out.glob("last.pt.damaged-*")
@@ -314,14 +314,14 @@ def test_second_run_is_refused_and_a_killed_save_is_cleaned_up(tmp_path, walk_di
 SLOW_INN = """\
 import sys, time
 from pathlib import Path
-import inn.experiment.cli, inn.experiment.train
-run_epoch, last = inn.experiment.train._train_epoch, Path(sys.argv[sys.argv.index("--out-dir") + 1]) / "last.pt"
+import inn.experiment.cli, inn.experiment.train.loop
+run_epoch, last = inn.experiment.train.loop._train_epoch, Path(sys.argv[sys.argv.index("--out-dir") + 1]) / "last.pt"
 def slow_epoch(*args, **kwargs):
     if last.is_file():
         print("epoch started", flush=True)
         time.sleep(60)
     return run_epoch(*args, **kwargs)
-inn.experiment.train._train_epoch = slow_epoch
+inn.experiment.train.loop._train_epoch = slow_epoch
 sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 """
 
@@ -332,7 +332,7 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
             "--device", "cpu", "--threads", "1", "--settings", '{"training": {"max_epochs": 2}}']
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2
-    run_epoch = inn.experiment.train._train_epoch
+    run_epoch = inn.experiment.train.loop._train_epoch
 
     def terminated_epoch(*a, **kw):
         if (tmp_path / "last.pt").is_file():
@@ -341,7 +341,7 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
 
     before = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as patch:
-        patch.setattr(inn.experiment.train, "_train_epoch", terminated_epoch)
+        patch.setattr(inn.experiment.train.loop, "_train_epoch", terminated_epoch)
         assert cli(args) == 128 + signal.SIGTERM
     assert capsys.readouterr().err.splitlines()[-1] == f"interrupted (SIGTERM): {resume}"
     assert signal.getsignal(signal.SIGTERM) == before  # the command's handler is gone

@@ -92,10 +92,10 @@ def test_a_last_pt_from_before_fingerprints_resumes_with_one_warning(tmp_path, c
     train("pos", data, "gru", run, CFG, {"hidden_size": 6}, device="cpu", stop_after=1)
     saved = read_checkpoint(run / "last.pt")
     torch.save({k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, run / "last.pt")
-    with caplog.at_level(logging.WARNING, logger="inn.experiment.train"):
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.train.loop"):
         history = train("pos", data, "gru", run, CFG, {"hidden_size": 6}, device="cpu")
     warnings = [r.getMessage() for r in caplog.records
-                if r.levelno >= logging.WARNING and r.name == "inn.experiment.train"]
+                if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.loop"]
     assert warnings == [f"{run / 'last.pt'} was written before data fingerprints: resuming without checking that "
                         "the data folder still holds the data it was trained on"]
     timing = ["seconds", "cpu_seconds"]
@@ -144,10 +144,10 @@ def test_evaluate_reads_a_checkpoint_from_before_fingerprints_and_says_it_could_
     new, _ = evaluate_checkpoint(run / "checkpoint.pt", data, device="cpu")
     saved = read_checkpoint(run / "checkpoint.pt")  # as inn wrote it before (format 1: no data section)
     torch.save({k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, tmp_path / "old.pt")
-    with caplog.at_level(logging.WARNING, logger="inn.experiment.evaluate"):
+    with caplog.at_level(logging.WARNING, logger="inn.experiment.train.evaluate"):
         old, _ = evaluate_checkpoint(tmp_path / "old.pt", data, device="cpu")
     assert [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.WARNING and r.name == "inn.experiment.evaluate"] == [
+            if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.evaluate"] == [
         f"{tmp_path / 'old.pt'} was written before data fingerprints (format 1): cannot check that it was trained "
         f"on {data}"]
     assert old["accuracy"] == new["accuracy"] and old["dataset"] == "a"

@@ -29,7 +29,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_the_schema_and_the_templates(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "inn/experiment/config.schema.yaml" in names
-    templates = {p.relative_to(REPO / "src").as_posix() for p in (REPO / "src/inn/experiment/templates").glob("*.j2")}
+    templates = {p.relative_to(REPO / "src").as_posix() for p in (REPO / "src/inn/experiment/report/templates").glob("*.j2")}
     assert templates and templates <= names
     # the one schema: the workflow's is a link to the package's
     assert (REPO / "workflow/schemas/config.schema.yaml").resolve() == (REPO / "src/inn/experiment/config.schema.yaml")

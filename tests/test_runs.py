@@ -15,7 +15,7 @@ import torch
 
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
-from inn.experiment import runs
+from inn.experiment import provenance, runs
 from inn.experiment.runs import list_runs, resumed_commit_note, save_states, source_commit
 from inn.experiment.train import TrainConfig, train
 from inn.tables import read_tsv
@@ -73,10 +73,10 @@ def test_a_source_tree_git_archive_exported_names_its_commit(tmp_path):
 
 def test_an_unfilled_commit_file_is_no_commit(tmp_path):
     (tmp_path / "COMMIT").write_text("$Format:%H$\n")
-    assert runs._archived_commit(tmp_path) is None
-    assert runs._archived_commit(tmp_path / "absent") is None
+    assert provenance._archived_commit(tmp_path) is None
+    assert provenance._archived_commit(tmp_path / "absent") is None
     (tmp_path / "COMMIT").write_text("5e7c7e5a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e\n")
-    assert runs._archived_commit(tmp_path) == "5e7c7e5"
+    assert provenance._archived_commit(tmp_path) == "5e7c7e5"
 
 
 def test_history_and_state_record_device_threads_and_commit(tmp_path, walks):

@@ -11,7 +11,7 @@ import pytest
 
 import inn.solvers as S
 from inn.errors import InnError
-from inn.experiment import train as train_module
+from inn.experiment.train import loop as train_module
 from inn.experiment.config import SCHEMA, load_schema, validate_config
 from inn.nn import ImplicitGRU
 from inn.nn.implicit_function import BACKWARD_OPTIONS

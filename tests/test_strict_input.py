@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-import inn.experiment.train as train_module
+import inn.experiment.train.loop as train_module
 from conftest import REPO
 from inn.data.features import FeatureExtractor
 from inn.data.walk import generate_walks, save_walks

@@ -138,7 +138,7 @@ def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(tmp
     assert [f[1] for f in words] == predictions.word.tolist()
     assert [f[4] for f in words] == predictions.predicted.tolist()
     # and so is the accuracy on the gold file
-    with caplog.at_level(logging.INFO, logger="inn.experiment.tag"):
+    with caplog.at_level(logging.INFO, logger="inn.tagging.commands"):
         status, _, _ = _tag([model, ewt_dir / "en_ewt-ud-test.conllu", "--accuracy", "--metrics",
                              tmp_path / "m.json", "--out", tmp_path / "tagged.conllu"], capsys)
     assert status == 0
@@ -346,7 +346,7 @@ def test_plain_text_keeps_its_lines_and_refuses_lone_carriage_returns(tmp_path, 
         f"error: {text}:1: a carriage return inside the line: end lines with \\n or \\r\\n "
         "(e.g. tr '\\r' '\\n' < in > out)\n")
     text.write_text("The cat sleeps .\n", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="inn.experiment.tag"):
+    with caplog.at_level(logging.WARNING, logger="inn.tagging.commands"):
         assert _tag([model, text, "--column", "upos"], capsys)[0] == 0
     assert "the model predicts XPOS tags but --column upos fills UPOS with them" in caplog.text
 

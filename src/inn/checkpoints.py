@@ -1,5 +1,5 @@
 """Checkpoints and tagger files: the one module that writes and reads trained models of either
-kind, a neural model (:mod:`inn.models`) or the averaged perceptron (:mod:`inn.perceptron`).
+kind, a neural model (:mod:`inn.models`) or the averaged perceptron (:mod:`inn.tagging.perceptron`).
 
 It lives here, where both kinds are known, so that neither module needs the other.
 
@@ -14,9 +14,9 @@ shared model file cannot run code. Format 2 (this version) holds:
 - ``data``: what the model was trained on (:func:`describe_data`): the data folder's
   ``fingerprint`` (:mod:`inn.data.fingerprint`), and for POS the feature ``vocabularies``
   (the tag set among them), the CoNLL-U ``column`` it predicts, the ``corpus`` name, its
-  ``format`` and ``language`` (how raw text is split into its words, :mod:`inn.data.tokenize`)
+  ``format`` and ``language`` (how raw text is split into its words, :mod:`inn.tagging.tokenize`)
   and ``dev_unseen``, the share of its dev tokens unseen in training. With these a POS
-  checkpoint tags text alone (:class:`inn.tagger.Tagger`);
+  checkpoint tags text alone (:class:`inn.tagging.tagger.Tagger`);
 - in a trainer's ``last.pt`` also its resume state (``settings``, ``optimizer``,
   ``train_state``, warm starts);
 - ``weights_sha256``: the digest of its own weights (:func:`weights_digest`), written when it
@@ -37,7 +37,7 @@ import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,8 +45,10 @@ from inn.errors import InnError
 from inn.io import torch_load_data, torch_load_problem
 from inn.models import CELLS, MODELS, ModelConfig, SequenceLabeler, build_model
 from inn.registry import TASKS, tagging_task, task_spec
-from inn.perceptron import PerceptronPeer
 from inn.user_modules import missing_error, needed_by, recorded
+
+if TYPE_CHECKING:  # the tagger package reads checkpoints: its perceptron is imported where a payload needs it
+    from inn.tagging.perceptron import PerceptronPeer
 
 log = logging.getLogger(__name__)
 
@@ -209,13 +211,15 @@ def model_from_payload(payload: dict[str, Any], path: str | os.PathLike,
                        device: str | torch.device = "cpu") -> tuple[Any, dict]:
     """The model a payload (:func:`read_checkpoint`) describes, ready to evaluate: ``(model, meta)``.
 
-    A perceptron gives a :class:`~inn.perceptron.PerceptronPeer`, a neural payload a
+    A perceptron gives a :class:`~inn.tagging.perceptron.PerceptronPeer`, a neural payload a
     :class:`~inn.models.SequenceLabeler` in eval mode on ``device``.
 
     Raises:
         InnError: the weights do not fit the configuration the payload names.
     """
     if "perceptron" in payload:
+        from inn.tagging.perceptron import PerceptronPeer
+
         return PerceptronPeer.from_state(payload["perceptron"]), payload.get("meta", {})
     config = dict(payload["model_config"])
     config.setdefault("solver", "newton_krylov")  # stored since the first format; before, the only one

@@ -234,7 +234,7 @@ class SequenceLabeler(nn.Module):
     logit of label 1). ``batch`` is a dict of padded tensors with a ``mask`` (B, n), True on
     real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks). ``forward(batch,
     start)`` hands ``start`` to the recurrent layer: the INN's warm start (the trainer's
-    :class:`inn.experiment.train.WarmStarts`), ignored by the explicit baselines.
+    :class:`inn.experiment.train.loop.WarmStarts`), ignored by the explicit baselines.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -332,7 +332,7 @@ def predict(model: SequenceLabeler, examples: list[dict[str, Tensor]], batch_siz
 
     The batches are those of evaluation (sorted by length, ``batch_size`` at a time), so the
     same sentences give the same batches, and the same tags, wherever they are predicted
-    (``inn evaluate``, ``inn tag``, :class:`inn.tagger.Tagger`). No autograd graph is built.
+    (``inn evaluate``, ``inn tag``, :class:`inn.tagging.tagger.Tagger`). No autograd graph is built.
 
     Returns:
         Per example, in input order: the predicted labels (tag indices, or 0/1 per walk step),

@@ -3,7 +3,7 @@
 Per sequence: a length N uniform on 1..max_len, a change time t' uniform on [0, N), and a
 direction v in R^d, drawn either uniform on the unit sphere (``unit``) or as v ~ N(0, I_d)
 (``gaussian``, the default: the paper leaves this open, and only with it can the paper's errors
-be reached; ``inn.experiment.walk_floor``). The walk starts at x_0 = 0 and takes standard
+be reached; ``inn.experiment.data.walk_floor``). The walk starts at x_0 = 0 and takes standard
 normal steps, x_t = x_{t-1} + N(0, I_d); each step that lands at a time t > t' also moves by
 b * v, the first such step only by the fraction (t - t') of it. The model sees x_1..x_N and
 must label each step y_t = 0 if t <= t' and 1 if t > t' (so the last label is always 1).

@@ -300,8 +300,8 @@ def with_registry(schema: Mapping) -> dict:
     (:data:`inn.models.MODELS`): a model registered there is a model the config may name; and
     likewise the solver names (``solver.name``) from :data:`inn.solvers.SOLVERS` and the
     benchmark's methods (``timing.benchmark.methods``) from
-    :data:`inn.experiment.benchmark_layers.METHODS`."""
-    from inn.experiment.benchmark_layers import METHODS
+    :data:`inn.experiment.timing.benchmark_layers.METHODS`."""
+    from inn.experiment.timing.benchmark_layers import METHODS
 
     schema = copy.deepcopy(dict(schema))
     tasks = schema["properties"]["models"]["properties"]

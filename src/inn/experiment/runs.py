@@ -5,7 +5,7 @@ machines. What a run has done is recorded in the run itself, never in a note bes
 
 - ``history.tsv`` has one row per finished epoch with its ``seconds``, the ``device`` it ran
   on, the ``threads`` it used and the source ``commit`` of the code that ran it
-  (:func:`source_commit`);
+  (:func:`inn.experiment.provenance.source_commit`);
 - ``last.pt`` (a run in progress) holds the same history in its ``train_state``, and its
   ``meta`` the commit that wrote it; a run resumed under another commit says so in its log;
 - a finished run has ``checkpoint.pt`` and, once evaluated, ``metrics.json`` (whose ``commit``
@@ -22,10 +22,8 @@ of resume states), is listed once, from the folder that has gone furthest.
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,82 +31,15 @@ from typing import Any
 import pandas as pd
 
 from inn.errors import InnError
+from inn.experiment.provenance import UNRECORDED
+# their old place, kept for a release:
+from inn.experiment.provenance import device_label, resumed_commit_note, source_commit  # noqa: F401
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
 
 #: the state a run is in, from the files it has
 FINISHED, EVALUATED, UNFINISHED, STOPPED = "finished", "evaluated", "unfinished", "stopped"
-#: a history row's columns that say where and by what code an epoch ran
-PROVENANCE = ("device", "threads", "commit")
-#: what older histories (written before they recorded provenance) show in its place
-UNRECORDED = "unrecorded"
-
-
-@functools.cache
-def source_commit() -> str:
-    """The git commit of the ``inn`` source that is running: a short hash, with ``-dirty`` when
-    the package's tracked files differ from it. A source tree exported by ``git archive`` (the
-    source shipped to a lent GPU machine, say) has no repository but names its commit in
-    ``inn/COMMIT``, which the archive fills in (``export-subst`` in ``.gitattributes``).
-    Otherwise (an installed wheel) it is ``inn <version>``. Recorded in every epoch of a
-    history, in resume states and in metrics, so that a run's numbers can be traced to the code
-    that made them."""
-    import inn
-
-    package = Path(inn.__file__).resolve().parent
-    git = ["git", "-C", str(package)]
-    try:
-        # the package must be tracked there: a virtual environment inside some checkout is not the source
-        subprocess.run([*git, "ls-files", "--error-unmatch", "__init__.py"], capture_output=True, check=True,
-                       timeout=20)
-        head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True,
-                              timeout=20).stdout.strip()
-        changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", "."],
-                                 capture_output=True, text=True, check=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return _archived_commit(package) or f"inn {inn.__version__}"
-    return head + ("-dirty" if changed else "")
-
-
-def _archived_commit(package: Path) -> str | None:
-    """The commit ``git archive`` wrote into ``package/COMMIT`` (its ``$Format:%H$`` replaced
-    by the full hash), as a short hash; None where the file is missing or was never filled in
-    (a wheel built from a checkout)."""
-    try:
-        text = (package / "COMMIT").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if len(text) < 7 or not all(ch in "0123456789abcdef" for ch in text):
-        return None
-    return text[:7]
-
-
-def device_label(device) -> str:
-    """The device an epoch ran on, as history records it: ``cpu``, or ``cuda`` with the GPU's name."""
-    import torch
-
-    device = torch.device(device)
-    if device.type == "cuda" and torch.cuda.is_available():
-        return f"cuda {torch.cuda.get_device_name(device)}"
-    return device.type
-
-
-def resumed_commit_note(path: str | os.PathLike, saved: dict[str, Any]) -> str | None:
-    """What to say when a resume state was written by other code than the code now running
-    (None when the commits agree): the epochs from here on run under the new commit's
-    numerics, which may differ from those that trained the state."""
-    written = (saved.get("meta") or {}).get("commit")
-    now = source_commit()
-    if written == now:
-        return None
-    if written is None:
-        return (f"{path} was written before resume states recorded their commit; resuming at {now}: if the "
-                "solver or model code changed since, the epochs from here on run under other numerics")
-    return (f"{path} was written at commit {written}; resuming at {now}: the epochs from here on run under "
-            f"{now}'s numerics (`git diff {written.removesuffix('-dirty')} {now.removesuffix('-dirty')} -- src/` "
-            "shows whether they differ)")
-
 
 def _stretches(history: pd.DataFrame) -> str:
     """The epochs grouped into stretches of one device, thread count and commit, each with its
@@ -311,7 +242,7 @@ def _keep_log(results: Path, run: Path, target: Path) -> None:
         return
     first = _first_line(source)
     if any(_first_line(own) == first for own in (run / "logs").glob("*.log")):
-        return  # the run logged this stretch itself (inn.experiment.train.stretch_log)
+        return  # the run logged this stretch itself (inn.experiment.train.loop.stretch_log)
     began = "".join(ch for ch in first[:19] if ch.isdigit()) or "unknown"
     (target / "logs").mkdir(exist_ok=True)
     shutil.copyfile(source, target / "logs" / f"train_{began}.log")

@@ -1,4 +1,4 @@
-"""``inn train-perceptron``: NLTK's averaged perceptron (:mod:`inn.perceptron`) trained on a
+"""``inn train-perceptron``: NLTK's averaged perceptron (:mod:`inn.tagging.perceptron`) trained on a
 prepared POS folder into the same output layout as the neural models (``checkpoint.pt``, a
 one-row ``history.tsv``)."""
 
@@ -16,8 +16,8 @@ import pandas as pd
 from inn import batches as B
 from inn.checkpoints import describe_data, save_perceptron
 from inn.errors import positive_int
-from inn.perceptron import train_perceptron
-from inn.scoring import score_pos
+from inn.tagging.perceptron import train_perceptron
+from inn.tagging.scoring import score_pos
 from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ Outputs:
   they were not run;
 - ``comparisons.tsv``: every paired comparison (each implicit model against each baseline, and on
   the walks every model against the floor): the pooled difference with its seed-aware interval
-  (test set and seeds) and its test-set-only interval (:mod:`inn.experiment.stats`);
+  (test set and seeds) and its test-set-only interval (:mod:`inn.experiment.report.stats`);
 - ``verdict.tsv``: each of the paper's claims that the runs test, with its verdict;
 - ``runs.tsv``: one row per run (every seed), for users who want more than the means.
 """
@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inn.experiment import paper
+from inn.experiment.report import paper
 from inn.errors import InnError
 from inn.io import check_out_dir, refuse_inputs_as_outputs
 from inn.models import MODELS, base_name, implicit_models, model_with_role, paper_baselines, paper_task, task_spec
 from inn.experiment.run_checks import check_predictions, read_metrics
-from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
+from inn.experiment.report.stats import UnitScores, paired_bootstrap, unit_scores
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)

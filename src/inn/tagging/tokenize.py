@@ -148,7 +148,7 @@ class Token:
 class RawSentence:
     """A sentence of running text: its tokens, its text (whitespace runs as one space, as
     CoNLL-U's ``# text`` writes it), whether it starts a paragraph, and, once tagged, one tag
-    per word (:meth:`inn.tagger.Tagger.tag_text`)."""
+    per word (:meth:`inn.tagging.tagger.Tagger.tag_text`)."""
 
     tokens: list[Token]
     text: str

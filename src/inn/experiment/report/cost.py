@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from inn.errors import InnError
-from inn.experiment.collect import best_bilstm, find_run_files, load_runs, run_key, run_label
+from inn.experiment.report.collect import best_bilstm, find_run_files, load_runs, run_key, run_label
 from inn.registry import TASKS
 from inn.tables import write_tsv
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from inn.data.corpora import WIDE_SAMPLE, blocks, check_not_wide, check_tag, check_token_id
-from inn.data.tokenize import RawSentence
+from inn.tagging.tokenize import RawSentence
 from inn.errors import InnError
 
 log = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ def _inside_range(sentence: TextSentence, fields: list[str]) -> bool:
 
 
 def raw_to_conllu(sentences: Sequence[RawSentence], first_id: int = 1, doc_id: str | None = None) -> list[TextSentence]:
-    """Tokenized running text (:meth:`inn.data.tokenize.Tokenizer.split`) as CoNLL-U sentences
+    """Tokenized running text (:meth:`inn.tagging.tokenize.Tokenizer.split`) as CoNLL-U sentences
     that keep it recoverable: ``# newdoc`` (with ``doc_id``) before the first, ``# newpar`` where
     a paragraph starts, ``# sent_id`` (numbered from ``first_id``), ``# text``, a multiword range
     line (``1-2 I'm``) before the words of each multiword token, and ``SpaceAfter=No`` in MISC

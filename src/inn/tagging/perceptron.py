@@ -1,9 +1,9 @@
 """The classical peer: NLTK's averaged perceptron tagger, trained on the same train split.
 
 It is what a user would pick instead of a neural tagger (93.4% on EWT test when trained on
-EWT train, the figure published for it and the one we measure: docs/results.md). ``inn train-perceptron`` (:mod:`inn.experiment.train_perceptron`)
+EWT train, the figure published for it and the one we measure: docs/results.md). ``inn train-perceptron`` (:mod:`inn.experiment.train.perceptron`)
 trains it into the same output layout as the neural models, and ``inn evaluate`` scores it
-with the same code (:func:`inn.scoring.score_pos`).
+with the same code (:func:`inn.tagging.scoring.score_pos`).
 """
 
 from __future__ import annotations

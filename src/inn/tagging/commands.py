@@ -6,7 +6,7 @@ task's scores of a tagged text; ``inn conllu-text``: the raw text of a CoNLL-U f
 writes its output only when all of it is tagged (``--out`` atomically), so bad input stops it
 with one line and nothing half-written. It ends with one line that is also the benchmark:
 sentences, tokens, seconds, tokens per second (running text: tokenizing included), and the
-implicit layer's non-converged solves. The tagging is :class:`inn.tagger.Tagger`'s.
+implicit layer's non-converged solves. The tagging is :class:`inn.tagging.tagger.Tagger`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from inn.data.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
+from inn.tagging.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
 from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import prepared_files, read_stdin, refuse_inputs_as_outputs, write_output
@@ -57,7 +57,7 @@ def _tag_texts(tagger, files: list[str], language: str | None, progress: bool,
                route: str = "auto") -> tuple[list[TextSentence], list[list[str]], list[str]]:
     """Running text of ``files`` (stdin for none or ``-``), each a document, read whole first,
     then split and tagged: its CoNLL-U sentences (numbered on across files), tags and sources."""
-    from inn.data.documents import contradiction, decode, raw_to_conllu
+    from inn.tagging.documents import contradiction, decode, raw_to_conllu
 
     texts = []
     for data, source in _input_bytes(files):
@@ -198,7 +198,7 @@ def _check_tag_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def _load_tagger(args: argparse.Namespace):
     """The tagger of ``args.model`` and the CoNLL-U column its tags fill, logged."""
-    from inn.tagger import Tagger
+    from inn.tagging.tagger import Tagger
 
     loaded = time.perf_counter()
     tagger = Tagger.load(args.model, args.device, args.batch_size)
@@ -227,7 +227,7 @@ def _tag_inputs(tagger, args: argparse.Namespace,
 def _score_against_gold(gold_text: str, gold: str, system: str, column: str) -> dict:
     """``--gold``: the CoNLL 2018 shared task's scores of the tagged CoNLL-U ``system`` against
     the gold file ``gold`` (its text ``gold_text``), logged and returned for the metrics file."""
-    from inn.conll18 import evaluate, read_ud, unscored
+    from inn.tagging.conll18 import evaluate, read_ud, unscored
 
     gold_ud, system_ud = read_ud(gold_text, gold), read_ud(system, "the tagged text")
     shared = evaluate(gold_ud, system_ud)
@@ -254,7 +254,7 @@ def _log_speed(tagger, speed: dict, running_text: bool) -> None:
 def export_main(argv: list[str]) -> None:
     """``inn export-tagger``: a self-contained tagger file from a POS checkpoint."""
     from inn.checkpoints import check_scores_bound, read_checkpoint, save_payload, self_contained, with_test_scores
-    from inn.segmenter.io import with_segmenter
+    from inn.tagging.segmenter.io import with_segmenter
 
     parser = argparse.ArgumentParser(
         prog="inn export-tagger",
@@ -308,7 +308,7 @@ def benchmark_main(argv: list[str]) -> None:
     import pandas as pd
 
     from inn.tables import write_tsv
-    from inn.tagger import Tagger
+    from inn.tagging.tagger import Tagger
 
     parser = argparse.ArgumentParser(
         prog="inn benchmark-tagger", description="Tokens per second of taggers on one text (a TSV row each).")
@@ -359,10 +359,10 @@ def benchmark_main(argv: list[str]) -> None:
 
 def _read_utf8(path: str, flag: str) -> str:
     """A CoNLL-U file to score, plain or gzip-compressed, as text (UTF-8, byte-order mark and
-    ``\\r\\n`` handled by :func:`inn.data.documents.decode`)."""
+    ``\\r\\n`` handled by :func:`inn.tagging.documents.decode`)."""
     import gzip
 
-    from inn.data.documents import decode
+    from inn.tagging.documents import decode
 
     try:
         data = Path(path).read_bytes()
@@ -376,9 +376,9 @@ def _read_utf8(path: str, flag: str) -> str:
 def score_main(argv: list[str]) -> None:
     """``inn score-text GOLD SYSTEM``: the CoNLL 2018 shared task's scores (Tokens, Sentences,
     Words, UPOS, XPOS: precision, recall, F1 and the tags' accuracy on aligned words) of a
-    system's CoNLL-U file against the gold one of the same text (:mod:`inn.conll18`), printed as
+    system's CoNLL-U file against the gold one of the same text (:mod:`inn.tagging.conll18`), printed as
     the task's script prints them (``conll18_ud_eval.py -v``)."""
-    from inn.conll18 import METRICS, evaluate, gives_tags, read_ud, unscored
+    from inn.tagging.conll18 import METRICS, evaluate, gives_tags, read_ud, unscored
 
     parser = argparse.ArgumentParser(
         prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", ""))
@@ -411,9 +411,9 @@ def score_main(argv: list[str]) -> None:
 
 def conllu_text_main(argv: list[str]) -> None:
     """``inn conllu-text FILE``: the raw text of a CoNLL-U file, as a UD release's ``.txt``
-    (:func:`inn.data.documents.conllu_to_text`): what ``inn tag --input text`` tags to be scored
+    (:func:`inn.tagging.documents.conllu_to_text`): what ``inn tag --input text`` tags to be scored
     against the file."""
-    from inn.data.documents import conllu_to_text, decode
+    from inn.tagging.documents import conllu_to_text, decode
 
     parser = argparse.ArgumentParser(
         prog="inn conllu-text",

@@ -6,7 +6,7 @@ time and labels each character: :data:`INSIDE` (the token goes on, or whitespace
 end after it). Whitespace always ends a token and a blank line always ends a sentence (a
 paragraph break); the network decides the rest (``don't.`` -> ``don't`` ``.``; ``Mr. Smith``
 goes on). Each token is then split into its syntactic words by the
-:class:`~inn.segmenter.multiword.MultiwordSplitter` learned from the same treebank.
+:class:`~inn.tagging.segmenter.multiword.MultiwordSplitter` learned from the same treebank.
 
 The text is read in overlapping windows of :data:`WINDOW` characters (:data:`CONTEXT` more on
 either side), batched, so reading is linear in the text's length and its memory bounded by
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inn.data.tokenize import RawSentence, Token, Word, paragraphs
-from inn.segmenter.multiword import MultiwordSplitter
+from inn.tagging.tokenize import RawSentence, Token, Word, paragraphs
+from inn.tagging.segmenter.multiword import MultiwordSplitter
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class CharTagger(nn.Module):
 class Segmenter:
     """Running text -> sentences, tokens and words, as the treebank it learned from writes them.
 
-    ``split`` has :meth:`inn.data.tokenize.Tokenizer.split`'s contract: every offset indexes
+    ``split`` has :meth:`inn.tagging.tokenize.Tokenizer.split`'s contract: every offset indexes
     the text; a multiword token's words that are not stretches of it (``du`` -> ``de`` ``le``)
     span the whole token.
 
@@ -142,7 +142,7 @@ class Segmenter:
         return sentences
 
     def _token(self, text: str, a: int, b: int) -> Token:
-        """The token ``text[a:b]`` with its words (:class:`~inn.segmenter.multiword.MultiwordSplitter`)."""
+        """The token ``text[a:b]`` with its words (:class:`~inn.tagging.segmenter.multiword.MultiwordSplitter`)."""
         form = text[a:b]
         words = [Word(w, a + s, a + e, w) for s, e, w in self.multiword.split(form)]
         return Token(words) if "".join(w.form for w in words) == form else SurfaceToken(words, form)

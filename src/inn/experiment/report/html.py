@@ -2,7 +2,7 @@
 
 Everything shown comes from files the workflow wrote (tables, histories, timing measurements,
 the implicit-layer benchmark) plus the configuration that produced them; the paper's numbers
-come from :mod:`inn.experiment.paper` and are labelled as the paper's. Figures are matplotlib PNGs
+come from :mod:`inn.experiment.report.paper` and are labelled as the paper's. Figures are matplotlib PNGs
 embedded as data URIs, so the page is one file that can be mailed or archived.
 """
 
@@ -30,13 +30,13 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from inn.experiment import paper  # noqa: E402
-from inn.experiment.collect import run_key  # noqa: E402
+from inn.experiment.report import paper  # noqa: E402
+from inn.experiment.report.collect import run_key  # noqa: E402
 from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
-from inn.experiment.report_tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
+from inn.experiment.report.tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
                                           timing_view)
-from inn.experiment.cost import cost_figure  # noqa: E402
-from inn.experiment.views import fmt, read_table, table1_models, views  # noqa: E402
+from inn.experiment.report.cost import cost_figure  # noqa: E402
+from inn.experiment.report.views import fmt, read_table, table1_models, views  # noqa: E402
 from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
 from inn.models import MODELS, bidirectional_baselines, model_with_role, paper_task, task_spec  # noqa: E402
@@ -305,7 +305,7 @@ def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
 
     A column gives each method's time over the bidirectional GRU's at the longest n, the figure
     the implicit layer's speed is judged by; the last ones its repeats, the machine's load while
-    timing and why its times cannot be trusted (:func:`inn.experiment.report_tables.benchmark_quality`).
+    timing and why its times cannot be trusted (:func:`inn.experiment.report.tables.benchmark_quality`).
     """
     tables = []
     for path in paths:

@@ -165,7 +165,7 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     from ``forward_mean`` to ``rest_s``). ``normalise``: the training loss's ``"token"`` or
     ``"sentence"``."""
     import inn.solvers as solvers
-    from inn.experiment.train import token_losses
+    from inn.experiment.train.loop import token_losses
 
     layer = model.rnn
     now = time.process_time if clock == "process" else time.perf_counter
@@ -225,7 +225,7 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
     """Every batch of ``inn benchmark --breakdown``: ``--batches`` per length in ``--lengths``;
     ``baseline_closures`` (the benchmark's) times the baselines on the same batches."""
     from inn.checkpoints import load_checkpoint
-    from inn.experiment.timing import synchronize
+    from inn.experiment.timing.fits import synchronize
     from inn.nn import ImplicitSequence
 
     if not args.checkpoint:

@@ -62,7 +62,7 @@ from inn.device import resolve_device, set_threads
 from inn.errors import InnError, positive_int
 from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.config import check_model_solver, check_settings, training_defaults
-from inn.experiment.runs import device_label, resumed_commit_note, source_commit
+from inn.experiment.provenance import device_label, resumed_commit_note, source_commit
 from inn.io import (check_out_dir, locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data,
                     torch_load_problem, torch_save)
 from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sealed, weights_problem

@@ -1,6 +1,6 @@
 """The result tables as they are shown: the verdict, Tables 1-2, the paired comparisons, the runs.
 
-:func:`inn.experiment.collect.main` writes these tables as TSVs with every column at full
+:func:`inn.experiment.report.collect.main` writes these tables as TSVs with every column at full
 precision. A view picks the columns a reader needs, formats each cell once (digits, "mean ±
 sd", "[low, high]", bold where an interval excludes zero) and is rendered twice from the same
 cells: as HTML in the report (``report.html.j2``) and as Markdown by ``inn markdown``, for

@@ -1,5 +1,5 @@
 """``inn train-segmenter CONLLU --out FILE``: a tokenizer, sentence splitter and multiword-token
-splitter learned from a CoNLL-U training file with its text (:mod:`inn.segmenter`), written as
+splitter learned from a CoNLL-U training file with its text (:mod:`inn.tagging.segmenter`), written as
 a segmenter file that ``inn export-tagger --segmenter FILE`` puts in a tagger file."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def _read(path: str, flag: str) -> str:
-    from inn.data.documents import decode
+    from inn.tagging.documents import decode
 
     try:
         return decode(Path(path).read_bytes(), path)
@@ -28,8 +28,8 @@ def _read(path: str, flag: str) -> str:
 def train_segmenter_main(argv: list[str]) -> None:
     """``inn train-segmenter``: train a segmenter and write it (atomically)."""
     from inn.io import torch_save
-    from inn.segmenter import TrainSettings, segmenter_data, train_segmenter
-    from inn.segmenter.io import SEGMENTER_FORMAT
+    from inn.tagging.segmenter import TrainSettings, segmenter_data, train_segmenter
+    from inn.tagging.segmenter.io import SEGMENTER_FORMAT
 
     defaults = TrainSettings()
     parser = argparse.ArgumentParser(

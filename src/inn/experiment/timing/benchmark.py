@@ -2,7 +2,7 @@
 
 The layer is that of any implicit model of the registry (``--model``, default the INN; a cell
 of one's own registered by ``--import MODULE`` or the config's ``imports`` included), built
-as training builds it (:mod:`inn.experiment.benchmark_layers`). For a batch of B sequences of
+as training builds it (:mod:`inn.experiment.timing.benchmark_layers`). For a batch of B sequences of
 length n and hidden width k, every method's forward time (under ``torch.no_grad()``) and
 forward+backward time (a linear loss on all outputs) are measured in the same run, with the
 solver's iteration counts and residuals. Weight sets:
@@ -49,15 +49,15 @@ from torch import nn
 
 from inn.device import machine_load, resolve_device, set_threads
 from inn.errors import InnError, at_least, positive_float, positive_int
-from inn.experiment.benchmark_layers import (
+from inn.experiment.timing.benchmark_layers import (
     METHODS,
     benchmarked_model,
     build_layer,
     layer_config,
     load_layer_weights,
 )
-from inn.experiment.peers import MISSING_NOTE, PEERS, available, peer_summary
-from inn.experiment.timing import fit_power_law, fitted_lengths, synchronize
+from inn.experiment.timing.peers import MISSING_NOTE, PEERS, available, peer_summary
+from inn.experiment.timing.fits import fit_power_law, fitted_lengths, synchronize
 from inn.models import MODELS, bidirectional_baselines, model_with_role
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
@@ -269,7 +269,7 @@ def _trained(args: argparse.Namespace, device: torch.device) -> tuple[tuple | No
     real_inputs = None
     if args.data:
         from inn.checkpoints import load_checkpoint
-        from inn.experiment.timing import realistic_inputs
+        from inn.experiment.timing.fits import realistic_inputs
 
         model, meta = load_checkpoint(args.checkpoint, device=device)
         if not getattr(getattr(model, "config", None), "implicit", False):
@@ -368,10 +368,10 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
               slow: set[str]) -> None:
-    """A TorchDEQ row (:mod:`inn.experiment.peers`) on the same layer weights and batch as ours; like
+    """A TorchDEQ row (:mod:`inn.experiment.timing.peers`) on the same layer weights and batch as ours; like
     ours, timed once (its forward; the IFT row's backward is then not timed) and skipped at
     longer n when one run exceeds the --max-seconds share."""
-    from inn.experiment.peers import Peer
+    from inn.experiment.timing.peers import Peer
 
     row = row_of[name] = Row(method=name, **common)
     if name in slow:
@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --checkpoint of a whole trained implicit model: per training batch (its own loss, "
                              "fresh walks or dev windows) the forward and adjoint iterations, limit hits, F evaluations, "
                              "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
-                             "(inn.experiment.breakdown)")
+                             "(inn.experiment.timing.breakdown)")
     parser.add_argument("--batches", type=positive_int, default=5, help="--breakdown: batches per length")
     parser.add_argument("--fallback", choices=["none", "float64", "direct"],
                         help="--breakdown: the model's adjoint with this backward_fallback (none: off; default: as "
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.fits_out and len(set(args.lengths)) < 2:
         raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
     if args.breakdown:
-        from inn.experiment.breakdown import run_breakdown, summary_table, write_breakdown
+        from inn.experiment.timing.breakdown import run_breakdown, summary_table, write_breakdown
 
         batches = run_breakdown(args, _baseline_closures)
         write_breakdown(args.out, batches)

@@ -62,7 +62,7 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, languag
     from, and the data's fingerprint: :mod:`inn.data.fingerprint`) and ``summary.tsv`` under
     ``out``, whole or not at all. ``language``: an ISO 639 code; default: what the format or a
     UD file name says (:func:`inn.data.corpora.corpus_language`), else unknown. Taggers of the corpus tokenize raw
-    text by it (:mod:`inn.data.tokenize`).
+    text by it (:mod:`inn.tagging.tokenize`).
     """
     splits = read_corpus(format, source, corpus)
     features = FeatureExtractor(**sizes).fit(splits["train"])

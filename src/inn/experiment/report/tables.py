@@ -1,10 +1,10 @@
 """The report's tables of data and measurements: the corpora and walk sets, the timing fits
 beside the paper's, and the implicit-layer benchmark.
 
-Each is a :class:`inn.experiment.views.TableView` with headers a reader understands (what a
+Each is a :class:`inn.experiment.report.views.TableView` with headers a reader understands (what a
 column measures and in which unit, not the TSV's column name), numbers to significant figures,
 and for measurements their quality: r² of a fit, repeats, the machine's load while timing and
-a note where they cannot be trusted (:func:`inn.experiment.timing.trust_notes`).
+a note where they cannot be trusted (:func:`inn.experiment.timing.fits.trust_notes`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from inn.experiment import paper
-from inn.experiment.timing import trust_notes
-from inn.experiment.views import Cell, TableView, fmt, sig
+from inn.experiment.report import paper
+from inn.experiment.timing.fits import trust_notes
+from inn.experiment.report.views import Cell, TableView, fmt, sig
 
 
 def _percent(rate) -> str:

@@ -4,8 +4,8 @@ POS (paper 3.2): token accuracy over all tokens, punctuation included, in percen
 accuracy on tokens whose word never occurred in training ("unseen") and per gold tag.
 Random walks (paper 3.1): per-step classification error, as a fraction.
 
-The scores come from :mod:`inn.scoring` (plain gold/predicted sequences), so the neural
-taggers and the classical peer (:mod:`inn.perceptron`) are scored by the same code; checkpoints
+The scores come from :mod:`inn.tagging.scoring` (plain gold/predicted sequences), so the neural
+taggers and the classical peer (:mod:`inn.tagging.perceptron`) are scored by the same code; checkpoints
 of both kinds load through :mod:`inn.checkpoints`. Outputs: ``metrics.json`` and
 ``predictions.tsv`` (one row per token or step), written as one unit (:func:`write_outputs`).
 """
@@ -28,10 +28,10 @@ from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
 from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
-from inn.experiment.runs import source_commit
+from inn.experiment.provenance import source_commit
 from inn.models import predict
 from inn.registry import TASKS
-from inn.scoring import score_pos, score_walks
+from inn.tagging.scoring import score_pos, score_walks
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)

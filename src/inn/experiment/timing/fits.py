@@ -24,7 +24,7 @@ from torch import Tensor
 
 from inn.device import available_cores, machine_load
 from inn.errors import InnError, at_least, positive_int
-from inn.experiment import paper
+from inn.experiment.report import paper
 from inn.models import model_with_role
 from inn.tables import read_tsv, write_tsv
 

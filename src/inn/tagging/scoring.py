@@ -1,4 +1,4 @@
-"""Scores of predicted against gold sequences, the same for every model (:mod:`inn.experiment.evaluate`
+"""Scores of predicted against gold sequences, the same for every model (:mod:`inn.experiment.train.evaluate`
 and the perceptron's own dev score use them).
 
 POS (paper 3.2): token accuracy over all tokens, punctuation included, in percent; also the

@@ -15,9 +15,9 @@ sentences get the same tags), without autograd, on CUDA when present; the implic
 solves that miss their tolerance are counted (:attr:`Tagger.nonconverged`), never silent.
 
 Running text (:meth:`Tagger.tag_text`) is split into sentences and words by the segmenter the
-tagger file holds, learned from its treebank's text (:mod:`inn.segmenter`, written there by
+tagger file holds, learned from its treebank's text (:mod:`inn.tagging.segmenter`, written there by
 ``inn export-tagger --segmenter``), else by the rules of the tagger's language in its corpus's
-conventions (:mod:`inn.data.tokenize`); ``route`` chooses where a file has both. A language
+conventions (:mod:`inn.tagging.tokenize`); ``route`` chooses where a file has both. A language
 with neither is refused by name.
 """
 
@@ -32,13 +32,13 @@ import torch
 
 from inn.checkpoints import COLUMNS, OWN_DIGEST, model_from_payload, read_checkpoint, self_contained, weights_digest
 from inn.data.corpora import PTB_FORMATS
-from inn.data.documents import TextSentence, read_text, write_text
+from inn.tagging.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
-from inn.data.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
+from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.models import predict
-from inn.scoring import score_pos
-from inn.segmenter import Segmenter
+from inn.tagging.scoring import score_pos
+from inn.tagging.segmenter import Segmenter
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class Tagger:
         """What splits running text in ``language`` (default: its corpus's): its learned
         segmenter, for its own language, unless ``route`` is ``rules`` (:data:`ROUTES`); else
         the rules of the language in its corpus's conventions, with its training vocabulary
-        (:mod:`inn.data.tokenize`). The learned segmenter scores above the English rules on
+        (:mod:`inn.tagging.tokenize`). The learned segmenter scores above the English rules on
         EWT (docs/tagging.md, "Learned segmenters").
 
         Raises:

@@ -1,7 +1,7 @@
-"""Training a :class:`~inn.segmenter.model.Segmenter` from a CoNLL-U file with its text.
+"""Training a :class:`~inn.tagging.segmenter.model.Segmenter` from a CoNLL-U file with its text.
 
 The training text is the file's raw text as a UD release's ``.txt`` writes it
-(:func:`inn.data.documents.conllu_to_text`: the ``# text`` lines, a blank line between
+(:func:`inn.tagging.documents.conllu_to_text`: the ``# text`` lines, a blank line between
 paragraphs, lines broken at 80 columns), so the network learns from text shaped like the text
 it will read. Each character gets its label from the file's tokens, found in order in its
 sentence's ``# text``; a sentence whose tokens do not spell its ``# text`` is left out of the
@@ -22,16 +22,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from inn.data.documents import CONLLU_FIELDS, TextSentence, conllu_to_text, read_conllu_text
+from inn.tagging.documents import CONLLU_FIELDS, TextSentence, conllu_to_text, read_conllu_text
 from inn.errors import InnError
-from inn.segmenter.model import (
+from inn.tagging.segmenter.model import (
     INSIDE,
     SENTENCE_END,
     TOKEN_END,
     CharTagger,
     Segmenter,
 )
-from inn.segmenter.multiword import MultiwordSplitter
+from inn.tagging.segmenter.multiword import MultiwordSplitter
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def segmenter_data(conllu: str, source: str) -> SegmenterData:
     """The raw text of CoNLL-U ``conllu`` and its characters' labels (module docstring).
 
     Raises:
-        InnError: the file is malformed (:func:`inn.data.documents.read_conllu_text`) or has no
+        InnError: the file is malformed (:func:`inn.tagging.documents.read_conllu_text`) or has no
             ``# text`` lines.
     """
     sentences = read_conllu_text(conllu, source)
@@ -143,7 +143,7 @@ def _token_ends(text: str, forms: Sequence[str]) -> list[int] | None:
 
 def char_vocabulary(text: str, min_count: int = 2) -> list[str]:
     """The characters seen at least ``min_count`` times (not whitespace), after the four
-    reserved ids (:data:`~inn.segmenter.model.PAD` ...), most frequent first."""
+    reserved ids (:data:`~inn.tagging.segmenter.model.PAD` ...), most frequent first."""
     counts = Counter(c for c in text if not c.isspace())
     return ["<pad>", "<unk>", " ", "\n"] + [c for c, n in counts.most_common() if n >= min_count]
 

@@ -1,0 +1,15 @@
+"""The report stage (``workflow/rules/report.smk``): every run's metrics collected into Tables
+1 and 2 (:mod:`~inn.experiment.report.collect`), their statistics
+(:mod:`~inn.experiment.report.stats`), the tables as views for HTML and Markdown
+(:mod:`~inn.experiment.report.views`, :mod:`~inn.experiment.report.tables`), the CPU cost of
+the walks runs (:mod:`~inn.experiment.report.cost`), the paper's published numbers
+(:mod:`~inn.experiment.report.paper`) and the HTML report (:mod:`~inn.experiment.report.html`).
+
+``inn.experiment.report`` was the HTML report's module until the experiment was laid out by
+stage; its names (``render``, ``main``, ...) are still found here, from
+:mod:`~inn.experiment.report.html`, for a release.
+"""
+
+from inn._moved import old_module_names
+
+__getattr__ = old_module_names(__name__, "inn.experiment.report.html")
