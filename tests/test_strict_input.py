@@ -218,7 +218,7 @@ def test_benchmark_text_file_as_checkpoint(tmp_path, capsys):
     assert cli(["benchmark", "--checkpoint", str(tmp_path / "notes.txt"), "--hidden", "4", "--lengths", "3",
                 "--repeats", "1", "--out", str(tmp_path / "b.tsv")]) == 2
     assert _one_line(capsys) == (f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
-                                 "checkpoint.pt of a trained inn or inn_lstm, or a state_dict of an implicit layer")
+                                 "checkpoint.pt of a trained implicit model, or a state_dict of an implicit layer")
 
 
 @pytest.mark.parametrize("kind", ["tsv", "empty", "checkpoint", "folder"])

@@ -151,7 +151,7 @@ def test_benchmark_checkpoint_refuses_a_crafted_file(tmp_path, walk_dir, walk_mo
     model = _craft(tmp_path / "layer.pt", marker, state_dict={})
     common = ["--hidden", "4", "--lengths", "3", "--repeats", "1", "--out", str(tmp_path / "b.tsv")]
     assert cli(["benchmark", "--checkpoint", str(model), *common]) == 2
-    assert _one_line(capsys) == (f"error: {model} {REFUSED}; give a checkpoint.pt of a trained inn or inn_lstm, or "
+    assert _one_line(capsys) == (f"error: {model} {REFUSED}; give a checkpoint.pt of a trained implicit model, or "
                                  "a state_dict of an implicit layer")
     assert cli(["benchmark", "--checkpoint", str(model), "--data", str(walk_dir), *common]) == 2
     assert _one_line(capsys).startswith(f"error: {model} {REFUSED}; give a model file inn wrote")
