@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Every point of the cost measurement (measured.tsv), two side by side on the two cores, one
-# thread each, the Table 1 queue paused meanwhile. From the repository root, after the queue
+# Every point of the cost measurement (measured.tsv), AT_ONCE side by side (one thread each;
+# 1 where other work holds a core), the Table 1 queue paused meanwhile. From the repository root, after the queue
 # has made the a9e4c60 worktree (python archive/paper_walks/queue.py start):
 #
-#   bash archive/paper_walks/cost/measure_all.sh [BATCHES]
+#   bash archive/paper_walks/cost/measure_all.sh [BATCHES] [AT_ONCE]   (defaults 100, 2)
 #
 # Points: fresh weights (each model's epoch 1) at b = 0.5 and 1; the INN from states kept late
 # in training: b = 0.5 after epochs 5, 8, 12 and 23 (tests/fixtures), b = 1 after epoch 19 (its
@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 batches=${1:-100}
+at_once=${2:-2}
 tree=out/pinned/a9e4c60
 out=archive/paper_walks/cost/measured.tsv
 state=out/cost && mkdir -p "$state"
@@ -42,7 +43,7 @@ jobs_=(
 for spec in "${jobs_[@]}"; do
   # shellcheck disable=SC2086
   measure $spec &
-  while [ "$(jobs -rp | wc -l)" -ge 2 ]; do sleep 1; done
+  while [ "$(jobs -rp | wc -l)" -ge "$at_once" ]; do sleep 1; done
 done
 wait
 python - "$state" "$out" <<'EOF'
