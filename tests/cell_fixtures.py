@@ -66,8 +66,7 @@ def record(cell: str, boundary: float, state_dict: dict | None = None) -> dict:
     for b, length in enumerate([7, 4, 1]):
         mask[b, :length] = True
     target = torch.randn(3, 7, hidden, generator=gen, dtype=torch.float64)
-    out = {"state_dict": state_dict, "xi": xi, "mask": mask, "target": target, "forward": {},
-           "backward": {}}
+    out = {"state_dict": state_dict, "xi": xi, "mask": mask, "target": target, "forward": {}, "backward": {}}
     for name, (solver, options) in FORWARD.items():
         dtype = torch.float32 if name.endswith("float32") else torch.float64
         tol = 1e-5 if dtype == torch.float32 else 1e-10
@@ -79,18 +78,26 @@ def record(cell: str, boundary: float, state_dict: dict | None = None) -> dict:
             warnings.simplefilter("error")
             y = lay(xi.to(dtype), mask)
         st = lay.last_stats
-        out["forward"][name] = {"state": lay.last_solution, "output": y, "newton": st.newton_iterations,
-                                "krylov": st.krylov_iterations, "function_evals": st.function_evals,
-                                "jacobian_products": st.jacobian_products, "candidate": st.candidate}
+        out["forward"][name] = {
+            "state": lay.last_solution,
+            "output": y,
+            "newton": st.newton_iterations,
+            "krylov": st.krylov_iterations,
+            "function_evals": st.function_evals,
+            "jacobian_products": st.jacobian_products,
+            "candidate": st.candidate,
+        }
     for method in BACKWARD:
         extra = {"backward_tol": 1e-10, "backward_max_iter": 2000} if method in ADJOINT_SOLVERS else {}
         lay = layer_of(cell, solver="anderson", tol=1e-10, backward_solver=method, **extra)
         lay.load_state_dict(out["state_dict"])
         x = xi.clone().requires_grad_(True)
         (lay(x, mask) * target).sum().backward()
-        out["backward"][method] = {"xi": x.grad, **{n: p.grad for n, p in lay.named_parameters()},
-                                   "iterations": lay.last_backward_stats.newton_iterations
-                                   + lay.last_backward_stats.krylov_iterations}
+        out["backward"][method] = {
+            "xi": x.grad,
+            **{n: p.grad for n, p in lay.named_parameters()},
+            "iterations": lay.last_backward_stats.newton_iterations + lay.last_backward_stats.krylov_iterations,
+        }
     return out
 
 

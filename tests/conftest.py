@@ -34,9 +34,11 @@ def _require(folder: str, *files: str) -> Path:
     missing = [path / name for name in files if not (path / name).exists()]
     if missing:
         fetch = f"`inn download-dev-corpora --out-dir {SHARED_DATA}`"
-        where = (f"INN_SHARED_DATA={SHARED_DATA} lacks it: point it at a folder holding the corpora, or run {fetch}"
-                 if os.environ.get("INN_SHARED_DATA") else
-                 f"run {fetch} once, or set INN_SHARED_DATA to a folder holding the corpora")
+        where = (
+            f"INN_SHARED_DATA={SHARED_DATA} lacks it: point it at a folder holding the corpora, or run {fetch}"
+            if os.environ.get("INN_SHARED_DATA")
+            else f"run {fetch} once, or set INN_SHARED_DATA to a folder holding the corpora"
+        )
         pytest.fail(f"development corpus missing: {missing[0]} ({where})")
     return path
 
@@ -58,8 +60,15 @@ def tiny_test_config(*scenarios: str, ewt_dir: Path, nltk_data: Path) -> dict:
     config: dict = {}
     for scenario in scenarios:
         update_config(config, yaml.safe_load((TEST_CONFIGS / scenario / "config.yaml").read_text(encoding="utf-8")))
-    update_config(config, {"corpora": {"ewt": {split: str(ewt_dir / name) for split, name in EWT_FILES.items()},
-                                       "ptb_sample": {"nltk_data": str(nltk_data)}}})
+    update_config(
+        config,
+        {
+            "corpora": {
+                "ewt": {split: str(ewt_dir / name) for split, name in EWT_FILES.items()},
+                "ptb_sample": {"nltk_data": str(nltk_data)},
+            }
+        },
+    )
     return config
 
 
@@ -140,6 +149,7 @@ def assert_gradcheck(layer, xi, mask) -> None:
     xi = xi.detach().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda x: layer(x, mask), (xi,), atol=1e-7, rtol=1e-6)
     for name, p in layer.named_parameters():
+
         def functional(v, name=name):
             return torch.func.functional_call(layer, {name: v}, (xi.detach(), mask))
 

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 import torch
+from conftest import assert_gradcheck, make_batch
 from torch import nn
 
-from conftest import assert_gradcheck, make_batch
 from inn.nn import ImplicitSequence
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
@@ -30,8 +30,9 @@ class TanhCell(nn.Module):
 
 def make_tanh(input_size=5, state_size=4, trainable_boundary=False, **options):
     torch.manual_seed(2)
-    layer = ImplicitSequence(TanhCell(input_size, state_size), state_size, trainable_boundary=trainable_boundary,
-                             **options).double()
+    layer = ImplicitSequence(
+        TanhCell(input_size, state_size), state_size, trainable_boundary=trainable_boundary, **options
+    ).double()
     if trainable_boundary:
         with torch.no_grad():
             layer.h_start.normal_()
@@ -48,8 +49,9 @@ def _loop_F(layer, xi, H, mask):
         for t in range(n):
             prev = layer.h_start if t == 0 else H[b, t - 1]
             nxt = layer.h_end if t == n - 1 else H[b, t + 1]
-            out[b, t] = torch.tanh(cell.W.weight @ xi[b, t] + cell.W.bias + cell.U_p.weight @ prev
-                                   + cell.U_n.weight @ nxt)
+            out[b, t] = torch.tanh(
+                cell.W.weight @ xi[b, t] + cell.W.bias + cell.U_p.weight @ prev + cell.U_n.weight @ nxt
+            )
     return out
 
 
@@ -126,8 +128,9 @@ def test_every_solver_reaches_the_dense_newton_states_by_its_own_method(problem)
     with torch.no_grad():
         _, plain = solve(layer.system(xi, mask), "fixed_point", tol=1e-11, max_iter=5000)
     for method in SOLVERS:
-        lay = make_tanh(trainable_boundary=True, solver=method, tol=1e-11,
-                        max_iter=5000 if method == "fixed_point" else None)
+        lay = make_tanh(
+            trainable_boundary=True, solver=method, tol=1e-11, max_iter=5000 if method == "fixed_point" else None
+        )
         lay.load_state_dict(layer.state_dict())
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
@@ -192,8 +195,9 @@ def test_approximate_backwards_run(problem, method):
 
 @pytest.mark.parametrize("solver", sorted(SOLVERS))
 def test_padding_is_inert(solver):
-    layer = make_tanh(trainable_boundary=True, solver=solver, tol=1e-11,
-                      max_iter=5000 if solver == "fixed_point" else None)
+    layer = make_tanh(
+        trainable_boundary=True, solver=solver, tol=1e-11, max_iter=5000 if solver == "fixed_point" else None
+    )
     xi, mask = make_batch(B=3, n=7, lengths=[7, 4, 2])
     garbage = xi.clone()
     garbage[~mask] = 1e3  # padded inputs must not matter

@@ -17,9 +17,23 @@ import pytest
 
 #: the library's modules, as docs/library.md's command lists them (``inn.experiment`` is the
 #: workflow's, not the library's; packages with ``__all__`` hide their submodules, so those are named)
-MODULES = ("inn", "inn.nn", "inn.nn.implicit_layer", "inn.nn.implicit_gru", "inn.nn.implicit_lstm",
-           "inn.nn.implicit_function", "inn.solvers", "inn.solvers.anderson", "inn.models", "inn.registry",
-           "inn.data", "inn.tagging", "inn.tagging.tagger", "inn.checkpoints", "inn.tagging.segmenter")
+MODULES = (
+    "inn",
+    "inn.nn",
+    "inn.nn.implicit_layer",
+    "inn.nn.implicit_gru",
+    "inn.nn.implicit_lstm",
+    "inn.nn.implicit_function",
+    "inn.solvers",
+    "inn.solvers.anderson",
+    "inn.models",
+    "inn.registry",
+    "inn.data",
+    "inn.tagging",
+    "inn.tagging.tagger",
+    "inn.checkpoints",
+    "inn.tagging.segmenter",
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,8 +44,9 @@ def pages(tmp_path_factory) -> dict[str, dict[str, str]]:
     object's section by its name (source views left out, so only the rendered docs count)."""
     out = tmp_path_factory.mktemp("api")
     pdoc.pdoc(*MODULES, output_directory=out)
-    return {path.relative_to(out).as_posix(): sections(path.read_text(encoding="utf-8"))
-            for path in out.rglob("*.html")}
+    return {
+        path.relative_to(out).as_posix(): sections(path.read_text(encoding="utf-8")) for path in out.rglob("*.html")
+    }
 
 
 def sections(page: str) -> dict[str, str]:
@@ -39,8 +54,10 @@ def sections(page: str) -> dict[str, str]:
     inside its own), white space made single spaces so that phrases match across lines."""
     page = re.sub(r'<div class="pdoc-code codehilite">.*?</pre></div>', " ", page, flags=re.S)
     parts = re.split(r'<section id="([^"]+)">', page)
-    return {name: re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
-            for name, body in zip(parts[1::2], parts[2::2])}
+    return {
+        name: re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
+        for name, body in zip(parts[1::2], parts[2::2])
+    }
 
 
 def test_the_library_guide_gives_the_command_that_builds_these_pages():
@@ -54,15 +71,43 @@ def test_every_library_module_has_a_page(pages):
     assert not any(page.startswith("inn/experiment") for page in pages)
 
 
-@pytest.mark.parametrize("page, names", [
-    ("inn/nn.html", ["ImplicitSequence", "ImplicitGRU", "ImplicitLSTM", "Cell", "GRUCell", "LSTMCell"]),
-    ("inn/nn/implicit_layer.html", ["CellLinearization", "AutogradLinearization", "ImplicitSystem"]),
-    ("inn/solvers.html", ["solve", "SolverStats", "ResultCode", "FixedPointSystem", "register_solver",
-                          "SolverSpec", "SolverOption", "SOLVERS"]),
-    ("inn/registry.html", ["register", "ModelSpec", "register_cell", "CellSpec", "MODELS", "CELLS", "ROLES",
-                            "model_with_role", "TaskSpec", "TASKS", "task_spec"]),
-    ("inn/tagging.html", ["Tagger", "PerceptronPeer", "read_text", "Tokenizer", "score_pos", "score_texts"]),
-])
+@pytest.mark.parametrize(
+    "page, names",
+    [
+        ("inn/nn.html", ["ImplicitSequence", "ImplicitGRU", "ImplicitLSTM", "Cell", "GRUCell", "LSTMCell"]),
+        ("inn/nn/implicit_layer.html", ["CellLinearization", "AutogradLinearization", "ImplicitSystem"]),
+        (
+            "inn/solvers.html",
+            [
+                "solve",
+                "SolverStats",
+                "ResultCode",
+                "FixedPointSystem",
+                "register_solver",
+                "SolverSpec",
+                "SolverOption",
+                "SOLVERS",
+            ],
+        ),
+        (
+            "inn/registry.html",
+            [
+                "register",
+                "ModelSpec",
+                "register_cell",
+                "CellSpec",
+                "MODELS",
+                "CELLS",
+                "ROLES",
+                "model_with_role",
+                "TaskSpec",
+                "TASKS",
+                "task_spec",
+            ],
+        ),
+        ("inn/tagging.html", ["Tagger", "PerceptronPeer", "read_text", "Tokenizer", "score_pos", "score_texts"]),
+    ],
+)
 def test_the_key_objects_are_documented(pages, page, names):
     for name in names:
         assert name in pages[page], f"{page} lacks {name}"

@@ -41,10 +41,24 @@ def test_inn_collect_gives_an_archives_tables_byte_for_byte(archive, tmp_path):
 
     metrics = of_the_fixture(found["metrics"])
     assert len(metrics) == len(keys), "a run of the fixture is missing from the archive"
-    collect_main(["--metrics", *metrics, "--histories", *of_the_fixture(found["histories"]),
-                  "--predictions", *of_the_fixture(found["predictions"]),
-                  "--floors", *of_its_b(found["floors"]), "--floor-predictions", *of_its_b(found["floor_predictions"]),
-                  "--corpora", *found["corpora"], "--out-dir", str(tmp_path)])
+    collect_main(
+        [
+            "--metrics",
+            *metrics,
+            "--histories",
+            *of_the_fixture(found["histories"]),
+            "--predictions",
+            *of_the_fixture(found["predictions"]),
+            "--floors",
+            *of_its_b(found["floors"]),
+            "--floor-predictions",
+            *of_its_b(found["floor_predictions"]),
+            "--corpora",
+            *found["corpora"],
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     for name in TABLES:
         assert (tmp_path / name).read_text(encoding="utf-8") == (expected / name).read_text(encoding="utf-8"), name
     assert set(views(tmp_path)) >= {"verdict", "comparisons", "runs"}
@@ -55,11 +69,16 @@ def test_the_comparison_archives_verdicts_follow_from_its_tables(tmp_path):
     back byte for byte from its comparisons and Table 1; the claim as a whole (Holm's correction
     over the b), added after the archive was collected at 6ebf96e, is the one row more."""
     archive = ARCHIVES / "comparison_walks_136e5c0"
-    write_tsv(tmp_path / "verdict.tsv", verdicts(read_tsv(archive / "comparisons.tsv"), read_tsv(archive / "table1.tsv")))
+    write_tsv(
+        tmp_path / "verdict.tsv", verdicts(read_tsv(archive / "comparisons.tsv"), read_tsv(archive / "table1.tsv"))
+    )
     *per_b, whole = (tmp_path / "verdict.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     assert "".join(per_b) == (archive / "verdict.tsv").read_text(encoding="utf-8")
-    assert whole.startswith("INN error below the b-LSTM's for b <= 1, as a whole\twalks\tall tested\tcomparison\tinn\t"
-                            "bilstm\t")
-    assert whole.rstrip("\n").endswith("4 tests (b = 0.25, 0.5, 0.75, 1): not reproduced at 1, inconclusive at 3; "
-                                       "0 of 4 hold after Holm's correction for 4 tests")
+    assert whole.startswith(
+        "INN error below the b-LSTM's for b <= 1, as a whole\twalks\tall tested\tcomparison\tinn\tbilstm\t"
+    )
+    assert whole.rstrip("\n").endswith(
+        "4 tests (b = 0.25, 0.5, 0.75, 1): not reproduced at 1, inconclusive at 3; "
+        "0 of 4 hold after Holm's correction for 4 tests"
+    )
     assert set(views(archive)) == {"verdict", "table1", "comparisons", "runs"}

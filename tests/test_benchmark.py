@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
+from inn.errors import InnError
 from inn.experiment.benchmark import jacobian_radius, load_layer_weights, main, make_harder
 from inn.experiment.timing import fit_power_law
-from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 
 
@@ -27,10 +27,13 @@ def test_fit_power_law_recovers_exponent():
 def test_fit_table_says_which_lengths_it_fitted():
     """The range and count of the lengths a fit used, not of every length tried."""
     import pandas as pd
+
     from inn.experiment.timing import fit_table
 
     times = {10: 0.1, 20: 0.2, 40: 0.45, 80: math.nan}
-    fit = fit_table(pd.DataFrame({"model": "inn", "n": list(times), "seconds": list(times.values())}), ["model"]).iloc[0]
+    fit = fit_table(pd.DataFrame({"model": "inn", "n": list(times), "seconds": list(times.values())}), ["model"]).iloc[
+        0
+    ]
     assert (fit.points, fit.n_min, fit.n_max) == (3, 10, 40) and 0.9 < fit.r2 < 1
 
 
@@ -57,8 +60,18 @@ def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
     from inn.checkpoints import neural_payload
     from inn.models import ModelConfig, build_model
 
-    model = build_model(ModelConfig(task="pos", kind="inn", hidden_size=4, num_classes=3, word_vocab=10,
-                                    affix_vocab=(4,) * 6, word_dim=4, affix_dim=2))
+    model = build_model(
+        ModelConfig(
+            task="pos",
+            kind="inn",
+            hidden_size=4,
+            num_classes=3,
+            word_vocab=10,
+            affix_vocab=(4,) * 6,
+            word_dim=4,
+            affix_dim=2,
+        )
+    )
     path = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "pos"}), path)
     for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or left out
@@ -68,8 +81,28 @@ def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
         load_layer_weights(path, "encoder.")
     with pytest.raises(InnError, match="holds a trained inn, not inn_lstm: leave --model out or give --model inn"):
         load_layer_weights(path, model="inn_lstm")
-    main(["--checkpoint", str(path), "--prefix", "rnn.", "--hidden", "4", "--lengths", "3", "--batch-size", "2",
-          "--repeats", "1", "--methods", "anderson", "--baselines", "gru", "--out", str(tmp_path / "b.tsv")])
+    main(
+        [
+            "--checkpoint",
+            str(path),
+            "--prefix",
+            "rnn.",
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "gru",
+            "--out",
+            str(tmp_path / "b.tsv"),
+        ]
+    )
     assert "checkpoint" in (tmp_path / "b.tsv").read_text()
 
 
@@ -83,9 +116,33 @@ def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
     assert jacobian_radius(layer, xi, mask) < 0.7
     assert make_harder(layer, xi, mask, 0.8) > 1 and jacobian_radius(layer, xi, mask) == pytest.approx(0.8, abs=0.01)
     out = tmp_path / "bench.tsv"
-    main(["--model", "inn_lstm", "--hidden", "6", "--lengths", "8", "--batch-size", "3", "--repeats", "1", "--harder",
-          "0.9", "--methods", "anderson", "--baselines", "--peers", "--dtype", "float64", "--out", str(out)])
-    iterations = {(r["weights"], r["cell"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")}
+    main(
+        [
+            "--model",
+            "inn_lstm",
+            "--hidden",
+            "6",
+            "--lengths",
+            "8",
+            "--batch-size",
+            "3",
+            "--repeats",
+            "1",
+            "--harder",
+            "0.9",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "--peers",
+            "--dtype",
+            "float64",
+            "--out",
+            str(out),
+        ]
+    )
+    iterations = {
+        (r["weights"], r["cell"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")
+    }
     assert iterations[("harder0.9", "lstm")] > iterations[("init", "lstm")]
 
 
@@ -98,14 +155,46 @@ def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, cap
     ckpt = tmp_path / "lstm.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
     out = tmp_path / "bench.tsv"
-    main(["--model", "inn_lstm", "--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder",
-          "--methods", "anderson", "newton_krylov", "--checkpoint", str(ckpt), "--prefix", "rnn", "--baselines", "lstm",
-          "gru", "--peers", "--out", str(out)])
+    main(
+        [
+            "--model",
+            "inn_lstm",
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--methods",
+            "anderson",
+            "newton_krylov",
+            "--checkpoint",
+            str(ckpt),
+            "--prefix",
+            "rnn",
+            "--baselines",
+            "lstm",
+            "gru",
+            "--peers",
+            "--out",
+            str(out),
+        ]
+    )
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     cells = {(r["weights"], r["method"]): r["cell"] for r in rows}
-    assert cells == {("init", "anderson"): "lstm", ("init", "newton_krylov"): "lstm", ("init", "bilstm"): "",
-                     ("init", "bigru"): "", ("checkpoint", "anderson"): "lstm",
-                     ("checkpoint", "newton_krylov"): "lstm", ("checkpoint", "bilstm"): "", ("checkpoint", "bigru"): ""}
+    assert cells == {
+        ("init", "anderson"): "lstm",
+        ("init", "newton_krylov"): "lstm",
+        ("init", "bilstm"): "",
+        ("init", "bigru"): "",
+        ("checkpoint", "anderson"): "lstm",
+        ("checkpoint", "newton_krylov"): "lstm",
+        ("checkpoint", "bilstm"): "",
+        ("checkpoint", "bigru"): "",
+    }
     for r in rows:
         if r["weights"] == "checkpoint" and r["cell"]:
             assert int(r["hidden"]) == 4 and float(r["grad_error"]) < 1e-2 and int(r["failed"]) == 0
@@ -114,8 +203,9 @@ def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, cap
     ratio = float(by_method["anderson"][7])
     bilstm = next(r for r in rows if r["weights"] == "checkpoint" and r["method"] == "bilstm")
     anderson = next(r for r in rows if r["weights"] == "checkpoint" and r["method"] == "anderson")
-    assert math.isclose(ratio, float(anderson["forward_backward_s"]) / float(bilstm["forward_backward_s"]),
-                        rel_tol=0.01, abs_tol=0.006)
+    assert math.isclose(
+        ratio, float(anderson["forward_backward_s"]) / float(bilstm["forward_backward_s"]), rel_tol=0.01, abs_tol=0.006
+    )
 
 
 def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
@@ -123,9 +213,35 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     ckpt = tmp_path / "c.pt"
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "6", "--lengths", "3", "5", "--batch-size", "2", "--repeats", "1", "--harder", "0.5",
-          "--methods", "paper", "newton_krylov", "newton_direct", "anderson", "fixed_point", "anderson_jacobian_free",
-          "--checkpoint", str(ckpt), "--prefix", "inn.", "--peers", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "6",
+            "--lengths",
+            "3",
+            "5",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "0.5",
+            "--methods",
+            "paper",
+            "newton_krylov",
+            "newton_direct",
+            "anderson",
+            "fixed_point",
+            "anderson_jacobian_free",
+            "--checkpoint",
+            str(ckpt),
+            "--prefix",
+            "inn.",
+            "--peers",
+            "--out",
+            str(out),
+        ]
+    )
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     # gradients against the tight exact adjoint: the exact solvers' to about tol, the
     # Jacobian-free one measurably off
@@ -133,8 +249,13 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
         if r["method"] == "anderson":
             assert float(r["grad_error"]) < 1e-2 and float(r["grad_cosine"]) > 0.999
         if r["method"] == "anderson_jacobian_free":
-            assert float(r["grad_error"]) > 10 * float(next(q["grad_error"] for q in rows if q["method"] == "anderson"
-                                                             and q["weights"] == r["weights"] and q["n"] == r["n"]))
+            assert float(r["grad_error"]) > 10 * float(
+                next(
+                    q["grad_error"]
+                    for q in rows
+                    if q["method"] == "anderson" and q["weights"] == r["weights"] and q["n"] == r["n"]
+                )
+            )
     assert {r["weights"] for r in rows} == {"init", "harder0.5", "checkpoint"}
     assert {r["method"] for r in rows} >= {"paper", "anderson", "bigru", "bilstm"}
     assert all(float(r["forward_s"]) > 0 for r in rows)
@@ -144,7 +265,9 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
 
 
 def test_a_model_that_is_not_implicit_is_refused(tmp_path):
-    with pytest.raises(InnError, match="--model bilstm: not an implicit model of the registry; use one of inn, inn_lstm"):
+    with pytest.raises(
+        InnError, match="--model bilstm: not an implicit model of the registry; use one of inn, inn_lstm"
+    ):
         main(["--model", "bilstm", "--hidden", "4", "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
 
 
@@ -167,15 +290,55 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
         assert torch.allclose(peer.forward(), ours, atol=1e-4)
     assert figures["backward_residual_max"] <= 1e-5 and figures["backward_iterations"] >= 1
     out = tmp_path / "b.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
-          "--baselines", "gru", "--peers", "torchdeq_anderson", "torchdeq_ift", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "gru",
+            "--peers",
+            "torchdeq_anderson",
+            "torchdeq_ift",
+            "--out",
+            str(out),
+        ]
+    )
     rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
     assert not rows["torchdeq_anderson"]["forward_backward_s"]  # a forward-only peer: no time, empty
     assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
     # a peer too slow to repeat keeps the time of its one forward, as our methods do
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
-          "--baselines", "--peers", "torchdeq_anderson", "--max-seconds", "1e-9", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "--peers",
+            "torchdeq_anderson",
+            "--max-seconds",
+            "1e-9",
+            "--out",
+            str(out),
+        ]
+    )
     rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert rows["torchdeq_anderson"]["note"] == "timed once" and float(rows["torchdeq_anderson"]["forward_s"]) > 0
 
@@ -201,8 +364,24 @@ def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch,
         main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.tsv")])
     monkeypatch.setattr("inn.experiment.benchmark.available", lambda: False)
     out = tmp_path / "b.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
-          "--baselines", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert "TorchDEQ peers skipped" in printed and "fits t = a" not in printed  # one length: no fits
     assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson"}
@@ -210,8 +389,28 @@ def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch,
 
 def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--device", "cpu",
-          "--methods", "anderson", "anderson_graph", "--baselines", "--peers", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--device",
+            "cpu",
+            "--methods",
+            "anderson",
+            "anderson_graph",
+            "--baselines",
+            "--peers",
+            "--out",
+            str(out),
+        ]
+    )
     rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
     assert rows["anderson_graph"]["note"] == "skipped: CUDA graphs need a CUDA device"
     assert not rows["anderson_graph"]["forward_s"] and float(rows["anderson"]["forward_s"]) > 0  # no time: empty
@@ -219,14 +418,46 @@ def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
 
 def test_one_length_writes_no_fits_and_refuses_a_fits_path(tmp_path, capsys):
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--harder", "--methods", "anderson",
-          "--baselines", "gru", "--peers", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "4",
+            "--lengths",
+            "3",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--harder",
+            "--methods",
+            "anderson",
+            "--baselines",
+            "gru",
+            "--peers",
+            "--out",
+            str(out),
+        ]
+    )
     assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson", "bigru"}
     assert not (tmp_path / "bench_fits.tsv").exists()  # was a file of NaN fits
     assert "fits t = a" not in capsys.readouterr().out
     with pytest.raises(InnError, match="--fits-out needs at least two --lengths"):
-        main(["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--methods", "anderson", "--out", str(out),
-              "--fits-out", str(tmp_path / "fits.tsv")])
+        main(
+            [
+                "--hidden",
+                "4",
+                "--lengths",
+                "3",
+                "--batch-size",
+                "2",
+                "--methods",
+                "anderson",
+                "--out",
+                str(out),
+                "--fits-out",
+                str(tmp_path / "fits.tsv"),
+            ]
+        )
 
 
 def _walks_checkpoint(path, hidden=4, **solver_options):
@@ -235,8 +466,17 @@ def _walks_checkpoint(path, hidden=4, **solver_options):
     from inn.models import ModelConfig, build_model
 
     torch.manual_seed(0)
-    model = build_model(ModelConfig(task="walks", kind="inn", hidden_size=hidden, num_classes=2, input_dim=3,
-                                    solver="anderson", solver_options={"tol": 1e-4, **solver_options}))
+    model = build_model(
+        ModelConfig(
+            task="walks",
+            kind="inn",
+            hidden_size=hidden,
+            num_classes=2,
+            input_dim=3,
+            solver="anderson",
+            solver_options={"tol": 1e-4, **solver_options},
+        )
+    )
     meta = {"task": "walks", "model": "inn", "dataset": "b0.5", "settings": {"training": {"loss": "token"}}}
     torch.save(neural_payload(model, meta), path)
     return path
@@ -245,11 +485,35 @@ def _walks_checkpoint(path, hidden=4, **solver_options):
 def test_breakdown_reports_each_training_batch(tmp_path, capsys):
     """--breakdown: one row per batch with forward and adjoint iterations, limit hits and their
     codes, F evaluations, Jacobian products, and a time split that adds up to the total."""
-    ckpt = _walks_checkpoint(tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False,
-                             backward_fallback=None)
+    ckpt = _walks_checkpoint(
+        tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False, backward_fallback=None
+    )
     out = tmp_path / "breakdown.tsv"
-    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "6", "--batches", "2", "--batch-size", "4",
-          "--baselines", "gru", "lstm", "--threads", "1", "--clock", "process", "--device", "cpu", "--out", str(out)])
+    main(
+        [
+            "--breakdown",
+            "--checkpoint",
+            str(ckpt),
+            "--lengths",
+            "3",
+            "6",
+            "--batches",
+            "2",
+            "--batch-size",
+            "4",
+            "--baselines",
+            "gru",
+            "lstm",
+            "--threads",
+            "1",
+            "--clock",
+            "process",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert [(int(r["n"]), int(r["batch_index"])) for r in rows] == [(3, 0), (3, 1), (6, 0), (6, 1)]
     for r in rows:
@@ -260,19 +524,58 @@ def test_breakdown_reports_each_training_batch(tmp_path, capsys):
         assert int(r["function_evals"]) >= int(r["forward_max"]) and int(r["jacobian_products"]) >= 2
         parts = sum(float(r[c]) for c in ("solve_s", "F_s", "adjoint_s", "rest_s"))
         assert parts == pytest.approx(float(r["total_s"]), rel=1e-4, abs=1e-6)  # (the TSV keeps 7 digits)
-        assert float(r["solve_s"]) > 0 and float(r["adjoint_s"]) > 0 and float(r["bigru_s"]) > 0 and float(r["bilstm_s"]) > 0
+        assert (
+            float(r["solve_s"]) > 0
+            and float(r["adjoint_s"]) > 0
+            and float(r["bigru_s"]) > 0
+            and float(r["bilstm_s"]) > 0
+        )
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["n", "batches", "fwd"] and [line.split()[0] for line in table[1:3]] == ["3", "6"]
     # the same batches with the direct float64 fallback: every sequence solved again, none left at the limit
-    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "--batches", "1", "--batch-size", "4",
-          "--baselines", "--fallback", "direct", "--device", "cpu", "--out", str(out)])
+    main(
+        [
+            "--breakdown",
+            "--checkpoint",
+            str(ckpt),
+            "--lengths",
+            "3",
+            "--batches",
+            "1",
+            "--batch-size",
+            "4",
+            "--baselines",
+            "--fallback",
+            "direct",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert (int(row["adjoint_fallback"]), int(row["adjoint_limit"]), row["adjoint_codes"]) == (4, 0, "")
     assert (int(row["forward_fallback"]), int(row["forward_homotopy"])) == (0, 0)
     # one forward iteration per solve: the float64 retry fails too, and the homotopy finishes every sequence
     ckpt = _walks_checkpoint(tmp_path / "short.pt", max_iter=1, candidates=["zeros"])
-    main(["--breakdown", "--checkpoint", str(ckpt), "--lengths", "3", "--batches", "1", "--batch-size", "4",
-          "--baselines", "--device", "cpu", "--out", str(out)])
+    main(
+        [
+            "--breakdown",
+            "--checkpoint",
+            str(ckpt),
+            "--lengths",
+            "3",
+            "--batches",
+            "1",
+            "--batch-size",
+            "4",
+            "--baselines",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert (int(row["forward_fallback"]), int(row["forward_homotopy"]), int(row["forward_limit"])) == (4, 4, 0)
     assert row["forward_codes"] == ""
@@ -295,8 +598,9 @@ def test_breakdown_needs_a_whole_implicit_model(tmp_path):
         main(["--breakdown", "--checkpoint", str(explicit), "--lengths", "3", "--out", str(tmp_path / "b.tsv")])
 
 
-@pytest.mark.parametrize("name", ["walks_b05_inn_epoch5.pt", "walks_b05_inn_seed2_epoch8.pt",
-                                  "walks_b05_inn_seed3_epoch12.pt"])
+@pytest.mark.parametrize(
+    "name", ["walks_b05_inn_epoch5.pt", "walks_b05_inn_seed2_epoch8.pt", "walks_b05_inn_seed3_epoch12.pt"]
+)
 def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_path, name):
     """The b = 0.5 walks INNs after epochs 5, 8 and 12 (tests/fixtures/README.md): one batch of 20
     walks of 8 steps through the whole model, its own loss; the trained systems take more than a
@@ -305,8 +609,24 @@ def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_pat
 
     fixture = Path(__file__).parent / "fixtures" / name
     out = tmp_path / "fixture.tsv"
-    main(["--breakdown", "--checkpoint", str(fixture), "--lengths", "8", "--batches", "1", "--baselines",
-          "--threads", "1", "--device", "cpu", "--out", str(out)])
+    main(
+        [
+            "--breakdown",
+            "--checkpoint",
+            str(fixture),
+            "--lengths",
+            "8",
+            "--batches",
+            "1",
+            "--baselines",
+            "--threads",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert int(row["hidden"]) == 200 and int(row["batch"]) == 20
     assert float(row["forward_mean"]) > 10 and float(row["adjoint_mean"]) > 5

@@ -11,7 +11,7 @@ from inn.experiment.cli import main
 from inn.models import CELLS, MODELS
 
 #: a user's file: an implicit tanh RNN, h_t = tanh(W x_t + U h_{t-1} + V h_{t+1}), and a model on it
-USER_CELL = '''
+USER_CELL = """
 import torch
 from torch import nn
 
@@ -32,7 +32,7 @@ class TanhCell(nn.Module):
 register_cell("tanhcell", TanhCell)
 register(ModelSpec("mycell", "My tanh cell", "tanhcell", bidirectional=True, implicit=True, in_paper=False,
                    sizes={"walks": ("inn_hidden_size",)}))
-'''
+"""
 
 
 @pytest.fixture
@@ -58,14 +58,45 @@ def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
     the harder weights need more iterations, and a trained checkpoint of it (its recurrent
     matrices grown, as training grows them) is read through its own model config."""
     out = tmp_path / "bench.tsv"
-    tiny = ["--hidden", "4", "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--baselines", "gru",
-            "--peers", "--dtype", "float64", "--out", str(out)]
-    assert main(["benchmark", "--import", str(user_cell), "--model", "mycell", "--harder", "0.9",
-                 "--methods", "anderson", "newton_krylov", *tiny]) == 0
+    tiny = [
+        "--hidden",
+        "4",
+        "--lengths",
+        "3",
+        "--batch-size",
+        "2",
+        "--repeats",
+        "1",
+        "--baselines",
+        "gru",
+        "--peers",
+        "--dtype",
+        "float64",
+        "--out",
+        str(out),
+    ]
+    assert (
+        main(
+            [
+                "benchmark",
+                "--import",
+                str(user_cell),
+                "--model",
+                "mycell",
+                "--harder",
+                "0.9",
+                "--methods",
+                "anderson",
+                "newton_krylov",
+                *tiny,
+            ]
+        )
+        == 0
+    )
     rows = _rows(out)
     assert {(r["weights"], r["method"], r["cell"]) for r in rows} == {
-        (w, m, "tanhcell") for w in ("init", "harder0.9") for m in ("anderson", "newton_krylov")} | {
-        (w, "bigru", "") for w in ("init", "harder0.9")}
+        (w, m, "tanhcell") for w in ("init", "harder0.9") for m in ("anderson", "newton_krylov")
+    } | {(w, "bigru", "") for w in ("init", "harder0.9")}
     ours = {(r["weights"], r["method"]): r for r in rows if r["cell"]}
     assert all(int(r["failed"]) == 0 and float(r["forward_backward_s"]) > 0 for r in ours.values())
     assert float(ours["harder0.9", "anderson"]["newton_mean"]) > float(ours["init", "anderson"]["newton_mean"])
@@ -78,8 +109,22 @@ def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
         model.rnn.cell.U.weight.mul_(8)
     checkpoint = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "walks", "model": "mycell", "dataset": "b0.5"}), checkpoint)
-    assert main(["benchmark", "--import", str(user_cell), "--checkpoint", str(checkpoint), "--harder",
-                 "--methods", "anderson", *tiny]) == 0
+    assert (
+        main(
+            [
+                "benchmark",
+                "--import",
+                str(user_cell),
+                "--checkpoint",
+                str(checkpoint),
+                "--harder",
+                "--methods",
+                "anderson",
+                *tiny,
+            ]
+        )
+        == 0
+    )
     trained = {r["weights"]: r for r in _rows(out) if r["cell"]}
     assert trained["checkpoint"]["cell"] == "tanhcell" and int(trained["checkpoint"]["hidden"]) == 5
     assert float(trained["checkpoint"]["grad_error"]) < 1e-2  # the trained layer's own exact gradient
@@ -87,16 +132,54 @@ def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
     # the same layer as a plain state_dict: its sizes found from the weights' shapes
     plain = tmp_path / "layer.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in model.rnn.state_dict().items()}}, plain)
-    assert main(["benchmark", "--import", str(user_cell), "--model", "mycell", "--checkpoint", str(plain), "--harder",
-                 "--methods", "anderson", *tiny]) == 0
+    assert (
+        main(
+            [
+                "benchmark",
+                "--import",
+                str(user_cell),
+                "--model",
+                "mycell",
+                "--checkpoint",
+                str(plain),
+                "--harder",
+                "--methods",
+                "anderson",
+                *tiny,
+            ]
+        )
+        == 0
+    )
     again = {r["weights"]: r for r in _rows(out) if r["cell"]}
     assert again["checkpoint"]["newton_mean"] == trained["checkpoint"]["newton_mean"]
 
 
 def test_the_jvp_variants_time_a_users_cell(tmp_path, user_cell):
     out = tmp_path / "jvp.tsv"
-    assert main(["benchmark", "--import", str(user_cell), "--model", "mycell", "--jvp-only", "--hidden", "4",
-                 "--lengths", "3", "--batch-size", "2", "--repeats", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "benchmark",
+                "--import",
+                str(user_cell),
+                "--model",
+                "mycell",
+                "--jvp-only",
+                "--hidden",
+                "4",
+                "--lengths",
+                "3",
+                "--batch-size",
+                "2",
+                "--repeats",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = _rows(out)
     assert {r["cell"] for r in rows} == {"tanhcell"} and {"F", "analytic_jvp", "torch_func_jvp"} <= {
-        r["operation"] for r in rows}
+        r["operation"] for r in rows
+    }

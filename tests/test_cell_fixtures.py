@@ -4,7 +4,6 @@ solver, sweep and starting candidate and for every backward, to 1e-6."""
 
 import pytest
 import torch
-
 from cell_fixtures import FIXTURES, fixture_name, record
 
 #: statistics changed on purpose since the fixtures were stored: run -> (sequences whose

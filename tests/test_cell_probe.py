@@ -36,31 +36,41 @@ class Tanh(nn.Module):
 PROBE = "x (2, 3, 5), h_prev and h_next (2, 3, 4)"
 
 
-@pytest.mark.parametrize("mistake, returned", [
-    (lambda h: h[..., :-1], "a float32 tensor of shape (2, 3, 3) on cpu"),
-    (lambda h: h.double(), "a float64 tensor of shape (2, 3, 4) on cpu"),
-    (lambda h: torch.empty(h.shape, device="meta"), "a float32 tensor of shape (2, 3, 4) on meta"),
-    (lambda h: (h, None), "a tuple"),
-])
+@pytest.mark.parametrize(
+    "mistake, returned",
+    [
+        (lambda h: h[..., :-1], "a float32 tensor of shape (2, 3, 3) on cpu"),
+        (lambda h: h.double(), "a float64 tensor of shape (2, 3, 4) on cpu"),
+        (lambda h: torch.empty(h.shape, device="meta"), "a float32 tensor of shape (2, 3, 4) on meta"),
+        (lambda h: (h, None), "a tuple"),
+    ],
+)
 def test_a_wrong_shape_dtype_or_device_is_one_line_naming_the_cell(mistake, returned):
     with pytest.raises(CellError) as error:
         ImplicitSequence(Tanh(5, 4, mistake), 4, input_size=5)
-    assert str(error.value) == (f"cell Tanh returned {returned} for a probe ({PROBE}); expected a float32 tensor of "
-                                "shape (2, 3, 4) on cpu: forward(x, h_prev, h_next) gives the new state of every "
-                                "position")
+    assert str(error.value) == (
+        f"cell Tanh returned {returned} for a probe ({PROBE}); expected a float32 tensor of "
+        "shape (2, 3, 4) on cpu: forward(x, h_prev, h_next) gives the new state of every "
+        "position"
+    )
 
 
 def test_a_non_finite_state_from_finite_input_is_one_line():
     with pytest.raises(CellError) as error:
         ImplicitSequence(Tanh(5, 4, lambda h: h / h.abs().sum(-1, keepdim=True).mul(0)), 4, input_size=5)
-    assert str(error.value) == (f"cell Tanh returned 24 non-finite value(s) of 24 for a finite probe ({PROBE}) at its "
-                                "initial weights; expected finite states: look for a division, log or sqrt that "
-                                "needs guarding")
+    assert str(error.value) == (
+        f"cell Tanh returned 24 non-finite value(s) of 24 for a finite probe ({PROBE}) at its "
+        "initial weights; expected finite states: look for a division, log or sqrt that "
+        "needs guarding"
+    )
 
 
 def test_an_error_in_the_cells_forward_is_one_line():
-    with pytest.raises(CellError, match=r"^cell Tanh failed on a probe \(x \(2, 3, 6\), h_prev and h_next \(2, 3, 4\), "
-                                        r"float32 on cpu\): RuntimeError: mat1 and mat2 shapes cannot be multiplied"):
+    with pytest.raises(
+        CellError,
+        match=r"^cell Tanh failed on a probe \(x \(2, 3, 6\), h_prev and h_next \(2, 3, 4\), "
+        r"float32 on cpu\): RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+    ):
         ImplicitSequence(Tanh(5, 4), 4, input_size=6)
 
 
@@ -90,7 +100,8 @@ def user_module(tmp_path):
         "        return torch.tanh(self.W(torch.cat([x, h_prev, h_next], -1)))\n\n"
         "register_cell('short', ShortCell)\n"
         "register(ModelSpec('short', 'Short', 'short', bidirectional=True, implicit=True, in_paper=False,\n"
-        "                   sizes={'walks': ('inn_hidden_size',)}))\n")
+        "                   sizes={'walks': ('inn_hidden_size',)}))\n"
+    )
     yield tmp_path / "short_cell.py"
     MODELS.clear(), MODELS.update(models)
     CELLS.clear(), CELLS.update(cells)
@@ -106,6 +117,8 @@ def test_the_config_check_probes_each_cell_it_runs(user_module):
     assert str(error.value) == (
         "config: models.walks.run: model short: cell ShortCell returned a float32 tensor of shape (2, 3, 3) on cpu "
         "for a probe (x (2, 3, 3), h_prev and h_next (2, 3, 4)); expected a float32 tensor of shape (2, 3, 4) on cpu: "
-        "forward(x, h_prev, h_next) gives the new state of every position")
-    assert validate_config({"imports": [str(user_module)], "models": {"walks": {"run": ["inn"]}}},
-                           load_schema(SCHEMA))["models"]["walks"]["run"] == ["inn"]
+        "forward(x, h_prev, h_next) gives the new state of every position"
+    )
+    assert validate_config({"imports": [str(user_module)], "models": {"walks": {"run": ["inn"]}}}, load_schema(SCHEMA))[
+        "models"
+    ]["walks"]["run"] == ["inn"]

@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import make_batch, make_layer
+
 from inn.nn.implicit_layer import ImplicitSystem
 from inn.solvers import ResultCode
 from inn.solvers.anderson import COMPACT_AT, AndersonState
@@ -63,8 +63,10 @@ def test_compacted_gradients_match_the_direct_adjoint(monkeypatch):
 def test_float32_mixed_precision_with_compaction_and_fallback(monkeypatch):
     """float32 with the bfloat16 first pass where the CPU has it, and the float64 fallback:
     compacted and not, every sequence converges and the gradients agree to float32's tol."""
-    results = [_run(c, monkeypatch, dtype=torch.float32, tol=1e-5, backward_tol=1e-5,
-                    backward_fallback="float64") for c in (False, True)]
+    results = [
+        _run(c, monkeypatch, dtype=torch.float32, tol=1e-5, backward_tol=1e-5, backward_fallback="float64")
+        for c in (False, True)
+    ]
     for layer, *_ in results:
         assert bool(layer.last_stats.converged.all()) and bool(layer.last_backward_stats.converged.all())
     (_, H0, g0, _), (_, H1, g1, sizes) = results
@@ -99,8 +101,10 @@ def test_state_stows_finished_samples_in_batch_order():
     assert len(set(it1.tolist())) == 5
 
 
-@pytest.mark.parametrize("setting, device, want", [("auto", "cpu", True), ("auto", "cuda", False), (False, "cpu", False),
-                                                   (True, "cuda", True)])
+@pytest.mark.parametrize(
+    "setting, device, want",
+    [("auto", "cpu", True), ("auto", "cuda", False), (False, "cpu", False), (True, "cuda", True)],
+)
 def test_compact_option(setting, device, want):
     from inn.solvers.anderson import compaction_pays
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inn.experiment.config import check_inputs, pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
 from inn.errors import InnError
+from inn.experiment.config import check_inputs, pos_corpora, timed_pos_corpus, timed_walk_b, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -35,61 +35,103 @@ def test_the_benchmark_methods_are_read_from_the_benchmarks_table(monkeypatch):
     monkeypatch.setitem(METHODS, "anderson_mine", ("anderson", {"tol": 1e-6}))
     config = validate_config({"timing": {"benchmark": {"methods": ["anderson_phantom5", "anderson_mine"]}}}, SCHEMA)
     assert config["timing"]["benchmark"]["methods"] == ["anderson_phantom5", "anderson_mine"]
-    with pytest.raises(InnError, match=r"^config: timing\.benchmark\.methods\.0: 'implicit_lstm' is not one of \['paper'"):
+    with pytest.raises(
+        InnError, match=r"^config: timing\.benchmark\.methods\.0: 'implicit_lstm' is not one of \['paper'"
+    ):
         validate_config({"timing": {"benchmark": {"methods": ["implicit_lstm"]}}}, SCHEMA)
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"walks": {"dim": "ten"}}, r"^config: walks\.dim: 'ten' is not of type 'integer'$"),
-    ({"walks": {"dim": 0}}, r"^config: walks\.dim: 0 is less than the minimum of 1$"),
-    ({"walks": {"b": [0.5, -1]}}, r"^config: walks\.b\.1: -1 is less than or equal to the minimum of 0$"),
-    ({"walks": {"b": []}}, r"^config: walks\.b: \[\] should be non-empty$"),
-    ({"walks": {"sizes": {"trian": 5}}}, r"^config: walks\.sizes\.trian: unknown key"),
-    ({"learning_rate": 0.5}, r"^config: learning_rate: unknown key \(allowed: "),
-    ({"corpora": {"wsj": {"path": ""}}}, r"^config: corpora\.wsj\.path: '' should be non-empty$"),
-    # a corpus of one's own: its name, format, files and tag column
-    ({"corpora": {"my tb": {"format": "tsv"}}}, r"^config: corpora\.my tb: not a usable name \(letters, digits"),
-    ({"corpora": {"fr": {"format": "conll"}}}, r"^config: corpora\.fr\.format: 'conll' is not one of \['conllu'"),
-    ({"corpora": {"fr": {"train": "a.conllu"}}}, r"^config: corpora\.fr: 'format' is a required property$"),
-    ({"corpora": {"fr": {"format": "conllu", "tags": "upos", "train": "a", "test": "c"}}},
-     r"^config: corpora\.fr: 'dev' is a required property$"),
-    ({"corpora": {"fr": {"format": "conllu", "train": "a", "dev": "b", "test": "c"}}},
-     r"^config: corpora\.fr: 'tags' is a required property$"),
-    ({"corpora": {"fr": {"format": "conllu", "tags": "lemma", "train": "a", "dev": "b", "test": "c"}}},
-     r"^config: corpora\.fr\.tags: 'lemma' is not one of \['xpos', 'upos'\]$"),
-    ({"corpora": {"fr": {"format": "tsv", "tags": "upos", "train": "a", "dev": "b", "test": "c"}}},
-     r"^config: corpora\.fr\.tags: a tsv corpus does not read it \(it reads train, dev, test\)$"),
-    ({"corpora": {"wsj": {"train": "a"}}}, r"^config: corpora\.wsj\.train: a ptb corpus does not read it \(it reads path\)$"),
-    # settings that name something the run does not have
-    ({"timing": {"pos_corpus": "wsj"}},
-     r"^config: timing\.pos_corpus: 'wsj' is not a corpus this run prepares \(ewt, ptb_sample\); name one of them, or null$"),
-    ({"corpora": {"ewt": {"enabled": False}}, "timing": {"pos_corpus": "ewt"}},
-     r"^config: timing\.pos_corpus: 'ewt' is not a corpus this run prepares \(ptb_sample\)"),
-    ({"models": {"walks": {"b": [0.5, 3.0]}}}, r"^config: models\.walks\.b\.1: 3 is not one of walks\.b \(2, 1, 0\.75, 0\.5, 0\.25\)$"),
-    ({"walks": {"b": [2.0, 1.0]}, "timing": {"walk_b": 0.5}},
-     r"^config: timing\.walk_b: 0\.5 is not among the walk biases trained \(2, 1\); name one of them, or null$"),
-    ({"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 1.0}},
-     r"^config: timing\.walk_b: 1 is not among the walk biases trained \(2\)"),
-    # walk biases whose folders (b{b:g}) would merge or mislabel them (issue 29)
-    ({"walks": {"b": [0.5, 0.5000001]}},
-     r"^config: walks\.b\.1: 0\.5000001 would share the folder b0\.5 with walks\.b\.0 \(0\.5\), and one of them "
-     r"would be lost; give b with at most 6 significant digits$"),
-    ({"walks": {"b": [2.0, 0.3333333]}},
-     r"^config: walks\.b\.1: 0\.3333333 would be generated and labelled as 0\.333333 \(its folder b0\.333333 keeps 6 "
-     r"significant digits\)"),
-    ({"walks": {"b": [0.5, float("inf")]}}, r"^config: walks\.b\.1: inf is not a finite number$"),
-    ({"solver": {"tol": float("nan")}}, r"^config: solver\.tol: nan is not a finite number$"),
-    # a timed POS corpus with no neural POS model to time
-    ({"models": {"pos": {"run": []}}, "timing": {"pos_corpus": "ewt"}},
-     r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained \(models\.pos\.run: \[\]\), so "
-     r"none would be timed; set timing\.pos_corpus: null, or add a model to models\.pos\.run$"),
-    ({"models": {"pos": {"run": ["perceptron"]}}, "timing": {"pos_corpus": "ewt"}},
-     r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained"),
-    # taggers with nothing to train them on (config/tagger.yaml without a corpus of one's own)
-    ({"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"enabled": False}}, "models": {"pos": {"run": ["bilstm"]}}},
-     r"^config: models\.pos\.run: bilstm would be trained, but no corpus is enabled: add one under corpora \(README, "
-     r"\"Your own corpus\"\), or set models\.pos\.run: \[\]$"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"walks": {"dim": "ten"}}, r"^config: walks\.dim: 'ten' is not of type 'integer'$"),
+        ({"walks": {"dim": 0}}, r"^config: walks\.dim: 0 is less than the minimum of 1$"),
+        ({"walks": {"b": [0.5, -1]}}, r"^config: walks\.b\.1: -1 is less than or equal to the minimum of 0$"),
+        ({"walks": {"b": []}}, r"^config: walks\.b: \[\] should be non-empty$"),
+        ({"walks": {"sizes": {"trian": 5}}}, r"^config: walks\.sizes\.trian: unknown key"),
+        ({"learning_rate": 0.5}, r"^config: learning_rate: unknown key \(allowed: "),
+        ({"corpora": {"wsj": {"path": ""}}}, r"^config: corpora\.wsj\.path: '' should be non-empty$"),
+        # a corpus of one's own: its name, format, files and tag column
+        ({"corpora": {"my tb": {"format": "tsv"}}}, r"^config: corpora\.my tb: not a usable name \(letters, digits"),
+        ({"corpora": {"fr": {"format": "conll"}}}, r"^config: corpora\.fr\.format: 'conll' is not one of \['conllu'"),
+        ({"corpora": {"fr": {"train": "a.conllu"}}}, r"^config: corpora\.fr: 'format' is a required property$"),
+        (
+            {"corpora": {"fr": {"format": "conllu", "tags": "upos", "train": "a", "test": "c"}}},
+            r"^config: corpora\.fr: 'dev' is a required property$",
+        ),
+        (
+            {"corpora": {"fr": {"format": "conllu", "train": "a", "dev": "b", "test": "c"}}},
+            r"^config: corpora\.fr: 'tags' is a required property$",
+        ),
+        (
+            {"corpora": {"fr": {"format": "conllu", "tags": "lemma", "train": "a", "dev": "b", "test": "c"}}},
+            r"^config: corpora\.fr\.tags: 'lemma' is not one of \['xpos', 'upos'\]$",
+        ),
+        (
+            {"corpora": {"fr": {"format": "tsv", "tags": "upos", "train": "a", "dev": "b", "test": "c"}}},
+            r"^config: corpora\.fr\.tags: a tsv corpus does not read it \(it reads train, dev, test\)$",
+        ),
+        (
+            {"corpora": {"wsj": {"train": "a"}}},
+            r"^config: corpora\.wsj\.train: a ptb corpus does not read it \(it reads path\)$",
+        ),
+        # settings that name something the run does not have
+        (
+            {"timing": {"pos_corpus": "wsj"}},
+            r"^config: timing\.pos_corpus: 'wsj' is not a corpus this run prepares \(ewt, ptb_sample\); "
+            r"name one of them, or null$",
+        ),
+        (
+            {"corpora": {"ewt": {"enabled": False}}, "timing": {"pos_corpus": "ewt"}},
+            r"^config: timing\.pos_corpus: 'ewt' is not a corpus this run prepares \(ptb_sample\)",
+        ),
+        (
+            {"models": {"walks": {"b": [0.5, 3.0]}}},
+            r"^config: models\.walks\.b\.1: 3 is not one of walks\.b \(2, 1, 0\.75, 0\.5, 0\.25\)$",
+        ),
+        (
+            {"walks": {"b": [2.0, 1.0]}, "timing": {"walk_b": 0.5}},
+            r"^config: timing\.walk_b: 0\.5 is not among the walk biases trained \(2, 1\); name one of them, or null$",
+        ),
+        (
+            {"models": {"walks": {"b": [2]}}, "timing": {"walk_b": 1.0}},
+            r"^config: timing\.walk_b: 1 is not among the walk biases trained \(2\)",
+        ),
+        # walk biases whose folders (b{b:g}) would merge or mislabel them (issue 29)
+        (
+            {"walks": {"b": [0.5, 0.5000001]}},
+            r"^config: walks\.b\.1: 0\.5000001 would share the folder b0\.5 with walks\.b\.0 \(0\.5\), and one of them "
+            r"would be lost; give b with at most 6 significant digits$",
+        ),
+        (
+            {"walks": {"b": [2.0, 0.3333333]}},
+            r"^config: walks\.b\.1: 0\.3333333 would be generated and labelled as 0\.333333 "
+            r"\(its folder b0\.333333 keeps 6 significant digits\)",
+        ),
+        ({"walks": {"b": [0.5, float("inf")]}}, r"^config: walks\.b\.1: inf is not a finite number$"),
+        ({"solver": {"tol": float("nan")}}, r"^config: solver\.tol: nan is not a finite number$"),
+        # a timed POS corpus with no neural POS model to time
+        (
+            {"models": {"pos": {"run": []}}, "timing": {"pos_corpus": "ewt"}},
+            r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained "
+            r"\(models\.pos\.run: \[\]\), so none would be timed; set timing\.pos_corpus: null, "
+            r"or add a model to models\.pos\.run$",
+        ),
+        (
+            {"models": {"pos": {"run": ["perceptron"]}}, "timing": {"pos_corpus": "ewt"}},
+            r"^config: timing\.pos_corpus: 'ewt' is named, but no neural POS model is trained",
+        ),
+        # taggers with nothing to train them on (config/tagger.yaml without a corpus of one's own)
+        (
+            {
+                "corpora": {"ewt": {"enabled": False}, "ptb_sample": {"enabled": False}},
+                "models": {"pos": {"run": ["bilstm"]}},
+            },
+            r"^config: models\.pos\.run: bilstm would be trained, but no corpus is enabled: "
+            r"add one under corpora \(README, \"Your own corpus\"\), or set models\.pos\.run: \[\]$",
+        ),
+    ],
+)
 def test_schema_rejections_name_the_key(config, message):
     with pytest.raises(InnError, match=message) as info:
         validate_config(config, SCHEMA)
@@ -110,10 +152,16 @@ def command_line(*entries: str) -> dict:
 def test_command_line_settings_get_their_types():
     """The README's ``--config seeds='[1, 2, 3]'`` and its kind: Snakemake gives text, the
     config gets the numbers, booleans and nulls the schema and the solver registry want."""
-    config = validate_config(command_line(
-        "seeds=[1, 2, 3]", "models={walks: {b: [0.5, 2]}}", "training={walks: {lr: 0.25, warm_start: false}}",
-        "corpora={ptb_sample: {nltk_data: null}, wsj: {path: /data/2024}}",
-        "solver={options: {backward_tol: 1e-3, backward_fallback: null, cuda_graph: auto}}"), SCHEMA)
+    config = validate_config(
+        command_line(
+            "seeds=[1, 2, 3]",
+            "models={walks: {b: [0.5, 2]}}",
+            "training={walks: {lr: 0.25, warm_start: false}}",
+            "corpora={ptb_sample: {nltk_data: null}, wsj: {path: /data/2024}}",
+            "solver={options: {backward_tol: 1e-3, backward_fallback: null, cuda_graph: auto}}",
+        ),
+        SCHEMA,
+    )
     assert config["seeds"] == [1, 2, 3]
     assert config["models"]["walks"]["b"] == [0.5, 2]
     assert config["training"]["walks"]["lr"] == 0.25 and config["training"]["walks"]["warm_start"] is False
@@ -122,26 +170,35 @@ def test_command_line_settings_get_their_types():
     assert config["solver"]["options"] == {"backward_tol": 0.001, "backward_fallback": None, "cuda_graph": "auto"}
 
 
-
 def test_the_readme_offline_quick_start_points_the_sample_at_a_folder():
     """The README's offline quick start, as a shell reads it: its ``--config`` entry gives the
     NLTK sample the folder named, over the quick preset (a typo in it would be the user's first
     error)."""
     import shlex
 
-    line = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-                if line.startswith("snakemake ") and "nltk_data:" in line)
+    line = next(
+        line
+        for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("snakemake ") and "nltk_data:" in line
+    )
     words = shlex.split(line)
     assert words[words.index("--configfile") + 1] == "config/quick.yaml"
-    config = validate_config(command_line(*words[words.index("--config") + 1:]), SCHEMA)
+    config = validate_config(command_line(*words[words.index("--config") + 1 :]), SCHEMA)
     assert config["corpora"]["ptb_sample"]["nltk_data"] == "/path/to/nltk_data"
 
-@pytest.mark.parametrize("entry, message", [
-    ("seeds=[1, two]", r"^config: seeds\.1: 'two' is not of type 'integer'$"),
-    ("walks={dim: .inf}", r"^config: walks\.dim: '\.inf' is not of type 'integer'$"),
-    ("solver={options: {backward_tol: .inf}}", r"^config: solver\.options\.backward_tol must be a number > 0 or null, "
-                                               r"not '\.inf'$"),
-])
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("seeds=[1, two]", r"^config: seeds\.1: 'two' is not of type 'integer'$"),
+        ("walks={dim: .inf}", r"^config: walks\.dim: '\.inf' is not of type 'integer'$"),
+        (
+            "solver={options: {backward_tol: .inf}}",
+            r"^config: solver\.options\.backward_tol must be a number > 0 or null, "
+            r"not '\.inf'$",
+        ),
+    ],
+)
 def test_command_line_text_that_is_no_value_keeps_its_line(entry, message):
     with pytest.raises(InnError, match=message):
         validate_config(command_line(entry), SCHEMA)
@@ -159,7 +216,9 @@ def test_which_corpora_a_run_prepares_and_times():
     config = validate_config({"corpora": {"fr_gsd": own, "ewt": {"enabled": False}}}, SCHEMA)
     assert pos_corpora(config) == ["fr_gsd", "ptb_sample"]  # config order; WSJ without a path is skipped
     assert timed_pos_corpus(config) == "fr_gsd" and timed_walk_b(config) == 0.5
-    config = validate_config({"corpora": {"penn": {"format": "ptb", "path": "/ldc"}}, "walks": {"b": [2.0, 1.0]}}, SCHEMA)
+    config = validate_config(
+        {"corpora": {"penn": {"format": "ptb", "path": "/ldc"}}, "walks": {"b": [2.0, 1.0]}}, SCHEMA
+    )
     assert timed_pos_corpus(config) == "penn" and timed_walk_b(config) == 2.0  # a WSJ copy by any name
 
 
@@ -169,8 +228,14 @@ SENTENCE = "# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
 def test_walk_folder_names_are_unchanged():
     from inn.experiment.config import bias_name
 
-    assert [bias_name(b) for b in (2.0, 1, 0.75, 0.5, 0.25, 0.333333)] == ["b2", "b1", "b0.75", "b0.5", "b0.25",
-                                                                             "b0.333333"]
+    assert [bias_name(b) for b in (2.0, 1, 0.75, 0.5, 0.25, 0.333333)] == [
+        "b2",
+        "b1",
+        "b0.75",
+        "b0.5",
+        "b0.25",
+        "b0.333333",
+    ]
 
 
 def test_inputs_a_corpus_names_must_exist_unless_the_workflow_downloads_them(tmp_path):
@@ -181,30 +246,50 @@ def test_inputs_a_corpus_names_must_exist_unless_the_workflow_downloads_them(tmp
     config = validate_config({"corpora": {"mine": own}}, SCHEMA)
     downloads = ("resources/ud-english-ewt", "resources/nltk_data")
     check_inputs(config, downloads, root=tmp_path)  # EWT and NLTK's sample are fetched by the workflow
-    with pytest.raises(InnError, match=r"^config: corpora\.ewt\.train: resources/ud-english-ewt/en_ewt-ud-train"
-                                       r"\.conllu does not exist \(relative to .+\); correct the path, or set "
-                                       r"corpora\.ewt\.enabled: false$"):
+    with pytest.raises(
+        InnError,
+        match=r"^config: corpora\.ewt\.train: resources/ud-english-ewt/en_ewt-ud-train"
+        r"\.conllu does not exist \(relative to .+\); correct the path, or set "
+        r"corpora\.ewt\.enabled: false$",
+    ):
         check_inputs(config, (), root=tmp_path)
     config = validate_config({"corpora": {"mine": {**own, "dev": "data/dev.conllu.gz"}}}, SCHEMA)
     with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev: data/dev\.conllu\.gz does not exist"):
         check_inputs(config, downloads, root=tmp_path)
-    config = validate_config({"corpora": {"wsj": {"path": str(tmp_path / "ldc")}, "mine": {**own, "enabled": False}}},
-                             SCHEMA)
+    config = validate_config(
+        {"corpora": {"wsj": {"path": str(tmp_path / "ldc")}, "mine": {**own, "enabled": False}}}, SCHEMA
+    )
     with pytest.raises(InnError, match=rf"^config: corpora\.wsj\.path: {tmp_path}/ldc does not exist; correct"):
         check_inputs(config, downloads, root=tmp_path)
     (tmp_path / "ldc").mkdir()
     check_inputs(config, downloads, root=tmp_path)  # the disabled corpus's paths are not read
 
 
-@pytest.mark.parametrize("fmt, dev, message", [
-    ("tsv", "", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences: name a file with at least one$"),
-    ("tsv", "\n \n\t\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
-    ("conllu", "# sent_id = 1\n\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
-    ("tsv", None, r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) is a folder, not a tsv file: name the "
-                  r"file itself$"),
-    ("tsv", b"\xe9t\xe9\tNN\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\): .+/data/dev:1: byte 0 "
-                                r"\(0xe9\) is not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "fmt, dev, message",
+    [
+        (
+            "tsv",
+            "",
+            r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences: "
+            r"name a file with at least one$",
+        ),
+        ("tsv", "\n \n\t\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
+        ("conllu", "# sent_id = 1\n\n", r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) holds no sentences"),
+        (
+            "tsv",
+            None,
+            r"^config: corpora\.mine\.dev: data/dev \(relative to .+\) is a folder, not a tsv file: name the "
+            r"file itself$",
+        ),
+        (
+            "tsv",
+            b"\xe9t\xe9\tNN\n",
+            r"^config: corpora\.mine\.dev: data/dev \(relative to .+\): .+/data/dev:1: byte 0 "
+            r"\(0xe9\) is not UTF-8",
+        ),
+    ],
+)
 def test_an_empty_or_unreadable_split_is_named_by_its_key_before_any_job(tmp_path, fmt, dev, message):
     data = tmp_path / "data"
     data.mkdir()
@@ -216,7 +301,11 @@ def test_an_empty_or_unreadable_split_is_named_by_its_key_before_any_job(tmp_pat
         (data / "dev").write_bytes(dev)
     else:
         (data / "dev").write_text(dev)
-    corpus = {"format": fmt, **({"tags": "xpos"} if fmt == "conllu" else {}), **{s: f"data/{s}" for s in ("train", "dev", "test")}}
+    corpus = {
+        "format": fmt,
+        **({"tags": "xpos"} if fmt == "conllu" else {}),
+        **{s: f"data/{s}" for s in ("train", "dev", "test")},
+    }
     config = validate_config({"corpora": {"mine": corpus}}, SCHEMA)
     with pytest.raises(InnError, match=message):
         check_inputs(config, ("resources/ud-english-ewt", "resources/nltk_data"), root=tmp_path)
@@ -224,10 +313,15 @@ def test_an_empty_or_unreadable_split_is_named_by_its_key_before_any_job(tmp_pat
 
 def test_an_nltk_data_folder_without_the_treebank_is_named(tmp_path, nltk_data):
     """Not left to the job, which would otherwise read whatever copy NLTK_DATA points at."""
-    config = validate_config({"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"nltk_data": str(tmp_path)}}}, SCHEMA)
-    with pytest.raises(InnError, match=rf"^config: corpora\.ptb_sample\.nltk_data: {tmp_path} holds no corpora/treebank "
-                                       r"\(NLTK's treebank sample\): run `inn download-treebank --out-dir DIR` and name DIR, or "
-                                       r"null to search NLTK_DATA$"):
+    config = validate_config(
+        {"corpora": {"ewt": {"enabled": False}, "ptb_sample": {"nltk_data": str(tmp_path)}}}, SCHEMA
+    )
+    with pytest.raises(
+        InnError,
+        match=rf"^config: corpora\.ptb_sample\.nltk_data: {tmp_path} holds no corpora/treebank "
+        r"\(NLTK's treebank sample\): run `inn download-treebank --out-dir DIR` and name DIR, or "
+        r"null to search NLTK_DATA$",
+    ):
         check_inputs(config, root=tmp_path)
     config["corpora"]["ptb_sample"]["nltk_data"] = str(nltk_data)
     check_inputs(config, root=tmp_path)

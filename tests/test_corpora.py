@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from inn.data.corpora import read_conllu, read_corpus, read_ewt, read_ptb, read_tagged, read_treebank_sample, read_wsj, write_tagged
+from inn.data.corpora import (
+    read_conllu,
+    read_corpus,
+    read_ewt,
+    read_ptb,
+    read_tagged,
+    read_treebank_sample,
+    read_wsj,
+    write_tagged,
+)
 from inn.errors import InnError
 
 
@@ -15,15 +24,15 @@ def _sizes(splits):
 
 
 def test_ewt_sizes_equal_spec(ewt_dir):
-    assert _sizes(read_ewt(ewt_dir)) == {
-        "train": (12_544, 204_577), "dev": (2_001, 25_147), "test": (2_077, 25_094)}
+    assert _sizes(read_ewt(ewt_dir)) == {"train": (12_544, 204_577), "dev": (2_001, 25_147), "test": (2_077, 25_094)}
 
 
 def test_ewt_skips_multiword_ranges_and_keeps_ptb_tags(ewt_dir):
     train = read_conllu(ewt_dir / "en_ewt-ud-train.conllu")
     text = (ewt_dir / "en_ewt-ud-train.conllu").read_text(encoding="utf-8")
-    ranges = sum(1 for line in text.splitlines() if line and line.split("\t")[0].count("-") == 1
-                 and not line.startswith("#"))
+    ranges = sum(
+        1 for line in text.splitlines() if line and line.split("\t")[0].count("-") == 1 and not line.startswith("#")
+    )
     assert ranges > 0  # EWT has contractions like "don't" = do + n't
     words = [w for s in train for w, _ in s]
     assert "n't" in words and "don't" not in {w.lower() for w in words}
@@ -62,7 +71,8 @@ def _ldc_copy(root: Path, sections, kind="mrg") -> Path:
             else:
                 (folder / name).write_text(
                     "\n======================================\n\n[ The/DT cat/NN ]\nsat/VBD ./. \n\n"
-                    "[ It/PRP ]\npurred/VBD ./. \n")
+                    "[ It/PRP ]\npurred/VBD ./. \n"
+                )
     return root
 
 
@@ -76,8 +86,11 @@ def test_ptb_section_split_and_trace_removal(tmp_path):
 
 def test_ptb_reads_tagged_pos_files_when_no_trees(tmp_path):
     root = _ldc_copy(tmp_path, [0], kind="pos")
-    assert read_ptb(root, [0]) == [[("The", "DT"), ("cat", "NN"), ("sat", "VBD"), (".", ".")],
-                                   [("It", "PRP"), ("purred", "VBD"), (".", ".")]] * 2
+    assert (
+        read_ptb(root, [0])
+        == [[("The", "DT"), ("cat", "NN"), ("sat", "VBD"), (".", ".")], [("It", "PRP"), ("purred", "VBD"), (".", ".")]]
+        * 2
+    )
 
 
 def test_ptb_missing_section_is_named(tmp_path):
@@ -93,8 +106,10 @@ def test_ptb_missing_root(tmp_path):
         read_ptb(tmp_path, [0])
 
 
-GOOD = "# sent_id = 1\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\tVBP\t_\t0\troot\t_\t_\n" \
-       "2\tn't\tnot\tPART\tRB\t_\t1\tadvmod\t_\t_\n2.1\tx\tx\tX\tFW\t_\t_\t_\t1:dep\t_\n\n"
+GOOD = (
+    "# sent_id = 1\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\tVBP\t_\t0\troot\t_\t_\n"
+    "2\tn't\tnot\tPART\tRB\t_\t1\tadvmod\t_\t_\n2.1\tx\tx\tX\tFW\t_\t_\t_\t1:dep\t_\n\n"
+)
 
 
 def test_conllu_skips_ranges_and_empty_nodes(tmp_path):
@@ -104,11 +119,17 @@ def test_conllu_skips_ranges_and_empty_nodes(tmp_path):
     assert read_conllu(path, column="upos") == [[("do", "AUX"), ("n't", "PART")]] * 2
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("3\tshort\tline\n", r"a\.conllu:7: malformed CoNLL-U line: expected 10 tab-separated fields, found 3"),
-    ("x\tw\tw\tX\tFW\t_\t0\troot\t_\t_\n", r"a\.conllu:7: malformed CoNLL-U line"),
-    ("1\tw\tw\tX\t_\t_\t0\troot\t_\t_\n", r"a\.conllu:7: token 'w' has no XPOS tag \(read the UPOS column instead: tags: upos\)$"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("3\tshort\tline\n", r"a\.conllu:7: malformed CoNLL-U line: expected 10 tab-separated fields, found 3"),
+        ("x\tw\tw\tX\tFW\t_\t0\troot\t_\t_\n", r"a\.conllu:7: malformed CoNLL-U line"),
+        (
+            "1\tw\tw\tX\t_\t_\t0\troot\t_\t_\n",
+            r"a\.conllu:7: token 'w' has no XPOS tag \(read the UPOS column instead: tags: upos\)$",
+        ),
+    ],
+)
 def test_conllu_malformed_line_names_file_and_line(tmp_path, bad, message):
     path = tmp_path / "a.conllu"
     path.write_text(GOOD + bad)
@@ -154,7 +175,9 @@ def test_read_corpus_by_format(tmp_path):
     with pytest.raises(InnError, match=r"^unknown corpus format 'conll'"):
         read_corpus("conll", files)
     files["dev"].write_text("\n\n")
-    with pytest.raises(InnError, match=rf"^the dev file {files['dev']} holds no sentences: name a file with at least one$"):
+    with pytest.raises(
+        InnError, match=rf"^the dev file {files['dev']} holds no sentences: name a file with at least one$"
+    ):
         read_corpus("tsv", files)
     with pytest.raises(InnError, match=rf"^corpora\.mine\.dev: {files['dev']} holds no sentences"):
         read_corpus("tsv", files, "mine")
@@ -169,13 +192,19 @@ def test_tagged_line_without_a_tag_names_file_and_line(tmp_path):
 # --------------------------------------------------------------------------- strict readers (issue 29)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a\tNN\tX\n", r"t\.tsv:1: expected 'word<TAB>tag', found 3 tab-separated fields: 'a\\tNN\\tX' \(keep two "
-                   r"columns: cut -f1,2 for a word and its tag\)$"),
-    ("the\tDT\nNew\tYork\tNNP\n", r"t\.tsv:2: expected 'word<TAB>tag', found 3 tab-separated fields"),
-    ("\tNN\n", r"t\.tsv:1: expected 'word<TAB>tag', found an empty field: '\\tNN'$"),
-    ("a\t\n", r"t\.tsv:1: expected 'word<TAB>tag', found an empty field"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "a\tNN\tX\n",
+            r"t\.tsv:1: expected 'word<TAB>tag', found 3 tab-separated fields: 'a\\tNN\\tX' \(keep two "
+            r"columns: cut -f1,2 for a word and its tag\)$",
+        ),
+        ("the\tDT\nNew\tYork\tNNP\n", r"t\.tsv:2: expected 'word<TAB>tag', found 3 tab-separated fields"),
+        ("\tNN\n", r"t\.tsv:1: expected 'word<TAB>tag', found an empty field: '\\tNN'$"),
+        ("a\t\n", r"t\.tsv:1: expected 'word<TAB>tag', found an empty field"),
+    ],
+)
 def test_tagged_line_with_other_than_two_fields_is_refused(tmp_path, text, message):
     """A third column never becomes part of the tag (`NN\\tX`, a tag type of its own)."""
     (tmp_path / "t.tsv").write_text(text)
@@ -186,17 +215,31 @@ def test_tagged_line_with_other_than_two_fields_is_refused(tmp_path, text, messa
 SECOND = "1\tgo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
 
 
-@pytest.mark.parametrize("text, message", [
-    # two sentences with no blank line between them: one sentence of both, before
-    (GOOD.rstrip("\n") + "\n" + SECOND, r"a\.conllu:6: token ID 1 after token 2 of the same sentence: a blank line is "
-                                        r"missing before this sentence"),
-    (GOOD.rstrip("\n") + "\n# sent_id = 2\n" + SECOND, r"a\.conllu:7: token ID 1 after token 2"),
-    (GOOD.rstrip("\n") + "\n" + SECOND.replace("1\t", "2\t", 1),
-     r"a\.conllu:6: malformed CoNLL-U line: token ID 2 repeats an earlier token's ID \(expected 3\)$"),
-    (SECOND.replace("1\t", "2\t", 1), r"a\.conllu:1: malformed CoNLL-U line: token ID 2 skips ID 1 \(expected 1\)$"),
-    (SECOND.replace("1\t", "0\t", 1), r"a\.conllu:1: malformed CoNLL-U line: token ID 0 is not a word ID \(they count "
-                                      r"from 1\) \(expected 1\)$"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # two sentences with no blank line between them: one sentence of both, before
+        (
+            GOOD.rstrip("\n") + "\n" + SECOND,
+            r"a\.conllu:6: token ID 1 after token 2 of the same sentence: a blank line is "
+            r"missing before this sentence",
+        ),
+        (GOOD.rstrip("\n") + "\n# sent_id = 2\n" + SECOND, r"a\.conllu:7: token ID 1 after token 2"),
+        (
+            GOOD.rstrip("\n") + "\n" + SECOND.replace("1\t", "2\t", 1),
+            r"a\.conllu:6: malformed CoNLL-U line: token ID 2 repeats an earlier token's ID \(expected 3\)$",
+        ),
+        (
+            SECOND.replace("1\t", "2\t", 1),
+            r"a\.conllu:1: malformed CoNLL-U line: token ID 2 skips ID 1 \(expected 1\)$",
+        ),
+        (
+            SECOND.replace("1\t", "0\t", 1),
+            r"a\.conllu:1: malformed CoNLL-U line: token ID 0 is not a word ID \(they count "
+            r"from 1\) \(expected 1\)$",
+        ),
+    ],
+)
 def test_conllu_token_ids_that_restart_or_repeat_are_refused(tmp_path, text, message):
     path = tmp_path / "a.conllu"
     path.write_text(text)
@@ -214,8 +257,11 @@ def test_conllu_sentences_are_counted_as_the_file_has_them(tmp_path):
 def test_undecodable_byte_is_named_by_file_line_and_offset(tmp_path, reader):
     path = tmp_path / "latin1.txt"
     path.write_bytes("caf\u00e9\tNN\n".encode("latin-1"))
-    with pytest.raises(InnError, match=r"latin1\.txt:1: byte 3 \(0xe9\) is not UTF-8: convert the file to UTF-8 "
-                                       r"\(e\.g\. iconv -f latin1 -t utf-8\)$"):
+    with pytest.raises(
+        InnError,
+        match=r"latin1\.txt:1: byte 3 \(0xe9\) is not UTF-8: convert the file to UTF-8 "
+        r"\(e\.g\. iconv -f latin1 -t utf-8\)$",
+    ):
         reader(path)
     path.write_bytes(b"\xef\xbb\xbfa\tDT\n\nb\tNN\n\xff\tX\n")  # offsets count the byte-order mark
     with pytest.raises(InnError, match=r"latin1\.txt:4: byte 14 \(0xff\) is not UTF-8"):
@@ -255,8 +301,11 @@ def test_a_treebank_folder_given_is_the_only_one_searched(tmp_path, nltk_data, m
     import nltk
 
     monkeypatch.setattr(nltk.data, "path", [str(nltk_data)])
-    with pytest.raises(InnError, match=rf"^the NLTK data folder {tmp_path} holds no corpora/treebank: run "
-                                       r"`inn download-treebank --out-dir DIR`"):
+    with pytest.raises(
+        InnError,
+        match=rf"^the NLTK data folder {tmp_path} holds no corpora/treebank: run "
+        r"`inn download-treebank --out-dir DIR`",
+    ):
         read_treebank_sample(tmp_path)
     assert str(nltk_data) in nltk.data.path  # the search path is restored (the folder given is trusted, as before)
 
@@ -265,7 +314,8 @@ def test_a_treebank_folder_given_is_the_only_one_searched(tmp_path, nltk_data, m
 # sentences they spell or stops with an InnError; never another exception, never a sentence
 # altered without a word.
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 _FIELD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r"), max_size=6)
 _ENDINGS = st.sampled_from(["\n", "\r\n"])
@@ -295,15 +345,20 @@ _TAGGED_LINE = st.one_of(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(_TAGGED_LINE, max_size=8), ending=_ENDINGS, bom=st.booleans(), gz=st.booleans(),
-       noise=st.one_of(st.none(), st.binary(min_size=1, max_size=3)))
+@given(
+    lines=st.lists(_TAGGED_LINE, max_size=8),
+    ending=_ENDINGS,
+    bom=st.booleans(),
+    gz=st.booleans(),
+    noise=st.one_of(st.none(), st.binary(min_size=1, max_size=3)),
+)
 def test_tagged_reader_returns_what_the_file_says_or_one_line(tmp_path, lines, ending, bom, gz, noise):
     import gzip
 
     data = ("\ufeff" if bom else "") + "".join(line + ending for line in lines)
     raw = data.encode("utf-8")
     if noise is not None:  # bytes that may break the encoding
-        raw = raw[: len(raw) // 2] + noise + raw[len(raw) // 2:]
+        raw = raw[: len(raw) // 2] + noise + raw[len(raw) // 2 :]
     path = tmp_path / "t.tsv"
     path.write_bytes(gzip.compress(raw) if gz else raw)
     try:
@@ -327,8 +382,15 @@ _ID = st.one_of(st.integers(0, 4).map(str), st.sampled_from(["1-2", "2.1", "x", 
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.one_of(st.tuples(_ID, _FIELD, st.sampled_from(["NN", "VB", "_", "a\tb"])),
-                               st.sampled_from(["", "# c", "\t"])), max_size=8), ending=_ENDINGS)
+@given(
+    rows=st.lists(
+        st.one_of(
+            st.tuples(_ID, _FIELD, st.sampled_from(["NN", "VB", "_", "a\tb"])), st.sampled_from(["", "# c", "\t"])
+        ),
+        max_size=8,
+    ),
+    ending=_ENDINGS,
+)
 def test_conllu_reader_returns_what_the_file_says_or_one_line(tmp_path, rows, ending):
     """Token IDs in any order, blank lines anywhere: each sentence read is one the file spells
     with IDs 1..n, or the reader names file and line."""

@@ -15,15 +15,45 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "archive" / "paper_walks" / "results"
 
 #: a made-up measurement: the b-LSTM 100 at two points, the INN at three (iterations 20, 30, 50)
-MEASURED = pd.DataFrame([
-    {"model": "bilstm-h100", "cpu_s_per_batch": 0.020, "newton_iters": np.nan, "backward_iters": np.nan,
-     "dev_cpu_s_per_walk": 0.0004},
-    {"model": "bilstm-h100", "cpu_s_per_batch": 0.024, "newton_iters": np.nan, "backward_iters": np.nan,
-     "dev_cpu_s_per_walk": 0.0006},
-    {"model": "inn", "cpu_s_per_batch": 0.30, "newton_iters": 10, "backward_iters": 10, "dev_cpu_s_per_walk": 0.002},
-    {"model": "inn", "cpu_s_per_batch": 0.40, "newton_iters": 12, "backward_iters": 18, "dev_cpu_s_per_walk": 0.003},
-    {"model": "inn", "cpu_s_per_batch": 0.60, "newton_iters": 20, "backward_iters": 30, "dev_cpu_s_per_walk": 0.004},
-])
+MEASURED = pd.DataFrame(
+    [
+        {
+            "model": "bilstm-h100",
+            "cpu_s_per_batch": 0.020,
+            "newton_iters": np.nan,
+            "backward_iters": np.nan,
+            "dev_cpu_s_per_walk": 0.0004,
+        },
+        {
+            "model": "bilstm-h100",
+            "cpu_s_per_batch": 0.024,
+            "newton_iters": np.nan,
+            "backward_iters": np.nan,
+            "dev_cpu_s_per_walk": 0.0006,
+        },
+        {
+            "model": "inn",
+            "cpu_s_per_batch": 0.30,
+            "newton_iters": 10,
+            "backward_iters": 10,
+            "dev_cpu_s_per_walk": 0.002,
+        },
+        {
+            "model": "inn",
+            "cpu_s_per_batch": 0.40,
+            "newton_iters": 12,
+            "backward_iters": 18,
+            "dev_cpu_s_per_walk": 0.003,
+        },
+        {
+            "model": "inn",
+            "cpu_s_per_batch": 0.60,
+            "newton_iters": 20,
+            "backward_iters": 30,
+            "dev_cpu_s_per_walk": 0.004,
+        },
+    ]
+)
 
 
 def test_a_line_through_exact_points_is_found_with_r2_one():
@@ -33,13 +63,16 @@ def test_a_line_through_exact_points_is_found_with_r2_one():
     assert constant(123.0) == pytest.approx(0.022) and constant.slope == 0
 
 
-@pytest.mark.parametrize("dev, first, stays", [
-    ([0.3, 0.2, 0.1, 0.09], 3, 3),       # below from epoch 3 on
-    ([0.1, 0.3, 0.1, 0.05], 1, 3),       # below at 1, above at 2, below from 3 on
-    ([0.1, 0.3, 0.1, 0.3], 1, None),     # ends above: never stays below
-    ([0.3, 0.3], None, None),            # never below
-    ([0.1, 0.1], 1, 1),
-])
+@pytest.mark.parametrize(
+    "dev, first, stays",
+    [
+        ([0.3, 0.2, 0.1, 0.09], 3, 3),  # below from epoch 3 on
+        ([0.1, 0.3, 0.1, 0.05], 1, 3),  # below at 1, above at 2, below from 3 on
+        ([0.1, 0.3, 0.1, 0.3], 1, None),  # ends above: never stays below
+        ([0.3, 0.3], None, None),  # never below
+        ([0.1, 0.1], 1, 1),
+    ],
+)
 def test_first_epoch_below_and_the_epoch_it_stays_below_from(dev, first, stays):
     assert _below(np.array(dev), 0.2) == (first, stays)
 
@@ -54,8 +87,10 @@ def test_hours_of_an_archived_run_are_its_epochs_costs_summed():
     # the INN: each epoch's cost from its own iterations (batch: 0.1 + 0.01 * iterations)
     history = pd.read_csv(RESULTS / "train/walks/b1.0/inn/seed2/history.tsv", sep="\t")
     dev_line = fit_line(np.array([10.0, 12.0, 20.0]), np.array([0.002, 0.003, 0.004]))
-    seconds = [batches * (0.1 + 0.01 * (r.newton_iters + r.backward_iters)) + dev_walks * dev_line(r.newton_iters)
-               for r in history.itertuples()]
+    seconds = [
+        batches * (0.1 + 0.01 * (r.newton_iters + r.backward_iters)) + dev_walks * dev_line(r.newton_iters)
+        for r in history.itertuples()
+    ]
     inn = table.loc[("b1.0", "inn", 2)]
     best = int(history.dev_error.idxmin()) + 1
     assert inn.best_epoch == best and inn.cpu_hours_to_best == pytest.approx(sum(seconds[:best]) / 3600)

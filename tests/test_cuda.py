@@ -13,8 +13,8 @@ import importlib.util
 import pandas as pd
 import pytest
 import torch
-
 from conftest import make_batch, make_layer
+
 from inn.solvers import ADJOINT_SOLVERS, SOLVERS, solve
 from inn.solvers.tridiagonal import Tridiagonal
 
@@ -39,8 +39,10 @@ def test_tridiagonal_on_cuda_against_dense_solve(method, n):
         pytest.importorskip("triton")
     B, k = 3, 5
     gen = torch.Generator().manual_seed(n)
-    keep, s = torch.rand(B, n, k, generator=gen, dtype=torch.float64), torch.rand(B, n, k, generator=gen,
-                                                                                dtype=torch.float64)
+    keep, s = (
+        torch.rand(B, n, k, generator=gen, dtype=torch.float64),
+        torch.rand(B, n, k, generator=gen, dtype=torch.float64),
+    )
     keep = 0.999 * keep
     keep[0] = 0.999  # z near 0 everywhere: a near-pure diffusion (z = 0 exactly is ill-conditioned at large n)
     lower, upper, b = keep * s, keep * (1 - s), torch.randn(B, n, k, generator=gen, dtype=torch.float64)
@@ -84,8 +86,9 @@ def test_every_solver_on_cuda_reaches_the_cpu_states(method):
     layer, xi, mask = _problem()
     ref, _ = solve(layer.system(xi, mask), "newton_direct", tol=1e-12)
     cuda_layer, xi_c, mask_c = _on_cuda(layer, xi, mask)
-    H, stats = solve(cuda_layer.system(xi_c, mask_c), method, tol=1e-11,
-                     max_iter=2000 if method == "fixed_point" else None)
+    H, stats = solve(
+        cuda_layer.system(xi_c, mask_c), method, tol=1e-11, max_iter=2000 if method == "fixed_point" else None
+    )
     assert H.is_cuda and stats.converged.all(), stats.summary()
     assert torch.allclose(H.cpu(), ref, atol=1e-9)
     assert (H[~mask_c] == 0).all()
@@ -145,8 +148,26 @@ def test_benchmark_on_cuda(tmp_path):
     from inn.experiment.benchmark import main
 
     out = tmp_path / "bench.tsv"
-    main(["--device", "cuda", "--hidden", "8", "--lengths", "4", "8", "--batch-size", "3", "--repeats", "1",
-          "--methods", "anderson", "newton_krylov", "--out", str(out)])
+    main(
+        [
+            "--device",
+            "cuda",
+            "--hidden",
+            "8",
+            "--lengths",
+            "4",
+            "8",
+            "--batch-size",
+            "3",
+            "--repeats",
+            "1",
+            "--methods",
+            "anderson",
+            "newton_krylov",
+            "--out",
+            str(out),
+        ]
+    )
     rows = pd.read_csv(out, sep="\t")
     assert set(rows.device) == {"cuda"} and (rows.forward_s > 0).all()
     assert (rows[rows.method == "anderson"].failed == 0).all()
@@ -162,8 +183,15 @@ def test_forced_mixed_precision_on_cuda_reaches_the_float64_solution():
     (layer64(x64, mask) * target).sum().backward()
     ref = layer64(xi, mask).detach()
     grads64 = torch.cat([x64.grad.flatten()] + [p.grad.flatten() for p in layer64.parameters()])
-    layer = make_layer(hidden=32, dtype=torch.float32, tol=1e-5, backward_tol=1e-5, solver="anderson",
-                       low_precision=True, backward_low_precision=True)
+    layer = make_layer(
+        hidden=32,
+        dtype=torch.float32,
+        tol=1e-5,
+        backward_tol=1e-5,
+        solver="anderson",
+        low_precision=True,
+        backward_low_precision=True,
+    )
     layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
     layer, x, m, t = _on_cuda(layer, xi.float(), mask, target.float())
     x.requires_grad_(True)

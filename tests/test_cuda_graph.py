@@ -12,8 +12,8 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import make_batch, make_layer
+
 from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 from inn.solvers import ResultCode, cuda_graph, solve
@@ -64,15 +64,18 @@ def test_chunked_steps_are_the_eager_steps_forward(cell, steps):
     first = system.step_from_zero()
     build = lambda sy: (SWEEPS["tridiagonal"](sy), batch_norm)  # noqa: E731
     for max_iter in (200, 12, 4):  # converged; some samples out of iterations (the eager tail); no room for a chunk
-        eager = anderson_iterate(SWEEPS["tridiagonal"](system), H0, batch_norm, tol=1e-11, max_iter=max_iter,
-                                 first=first)
+        eager = anderson_iterate(
+            SWEEPS["tridiagonal"](system), H0, batch_norm, tol=1e-11, max_iter=max_iter, first=first
+        )
         chunked = anderson_chunked(build, system, H0, tol=1e-11, max_iter=max_iter, first=first, steps=steps)
         assert _same(eager, chunked)
         assert chunked[4] >= eager[4] and chunked[5] == eager[5] == 0  # (extra steps after all stopped)
         its, code = eager[1], eager[3]
         assert its.min() < its.max()  # samples stopped at different steps
         if max_iter == 200:
-            assert (code == int(ResultCode.CONVERGED)).all() and its.max() > first_chunk_step(5) + chunk_length(steps, 5)
+            assert (code == int(ResultCode.CONVERGED)).all() and its.max() > first_chunk_step(5) + chunk_length(
+                steps, 5
+            )
         else:
             assert (code == int(ResultCode.MAX_ITERATIONS)).any() and (code == int(ResultCode.CONVERGED)).any()
 
@@ -84,8 +87,12 @@ def test_chunked_steps_are_the_eager_steps_jacobi_and_memories(cell, memory, bet
     to 2 (other chunk starts), two stacked candidates per sequence (groups)."""
     layer, xi, mask = _problem(cell)
     system = layer.system(xi, mask).repeat(2)
-    H0 = torch.cat([torch.zeros(system.shape[0] // 2, *system.shape[1:], dtype=torch.float64),
-                    layer.system(xi, mask).initial_guess("random", torch.Generator().manual_seed(0))])
+    H0 = torch.cat(
+        [
+            torch.zeros(system.shape[0] // 2, *system.shape[1:], dtype=torch.float64),
+            layer.system(xi, mask).initial_guess("random", torch.Generator().manual_seed(0)),
+        ]
+    )
     options = dict(tol=1e-9, max_iter=60, groups=2, memory=memory, beta=beta)
     eager = anderson_iterate(system.F, H0, batch_norm, **options)
     chunked = anderson_chunked(lambda sy: (sy.F, batch_norm), system, H0, steps=steps, **options)
@@ -123,6 +130,7 @@ class _NoHostReads(cuda_graph.EagerSegments):
         def refuse(what):
             def method(*args, **kwargs):
                 raise AssertionError(f"a segment read a tensor on the host ({what})")
+
             return method
 
         getitem = torch.Tensor.__getitem__
@@ -146,7 +154,7 @@ class _NoHostReads(cuda_graph.EagerSegments):
 def test_segments_read_nothing_on_the_host(cell, tridiagonal, monkeypatch):
     """Forward and adjoint segments, with the CPU's and the GPU's (without Triton) tridiagonal
     solves, take the eager steps without reading any tensor value on the host."""
-    from inn.solvers import _adjoint_anderson
+    from inn.solvers.adjoint import _adjoint_anderson
     from inn.solvers.tridiagonal import Tridiagonal
 
     monkeypatch.setattr(Tridiagonal, "default_method", staticmethod(lambda device: tridiagonal))
@@ -158,11 +166,13 @@ def test_segments_read_nothing_on_the_host(cell, tridiagonal, monkeypatch):
     first = system.step_from_zero()
     H0 = torch.zeros(system.shape, dtype=torch.float64)
     forward = anderson_iterate(SWEEPS["tridiagonal"](system), H0, batch_norm, tol=1e-11, max_iter=200, first=first)
-    monkeypatch.setattr(cuda_graph, "segments", lambda key, inputs, x, first, make_state: _NoHostReads(
-        inputs, x, first, make_state(x)))
+    monkeypatch.setattr(
+        cuda_graph, "segments", lambda key, inputs, x, first, make_state: _NoHostReads(inputs, x, first, make_state(x))
+    )
     monkeypatch.setattr(cuda_graph, "use", lambda setting, device, obstacle=None: True)
-    chunked = anderson_chunked(lambda sy: (SWEEPS["tridiagonal"](sy), batch_norm), system, H0, tol=1e-11,
-                               max_iter=200, first=first)
+    chunked = anderson_chunked(
+        lambda sy: (SWEEPS["tridiagonal"](sy), batch_norm), system, H0, tol=1e-11, max_iter=200, first=first
+    )
     assert _same(forward, chunked)
     u, stats = _adjoint_anderson(system.linearize(H), g, tol=1e-11, max_iter=200, cuda_graph=True)
     assert torch.equal(u, eager[0]) and torch.equal(stats.newton_iterations, eager[1].newton_iterations)
@@ -197,15 +207,24 @@ def test_a_layer_in_chunked_segments_matches_the_eager_layer(cell, monkeypatch):
                 with torch.no_grad():
                     layer.h_start.fill_(0.1)
             # (compaction off: the eager loop's steps exactly, to the last bit)
-            layer.solver, layer.options = "anderson", {"tol": 1e-11, "cuda_graph": graphed, "cuda_graph_steps": 5,
-                                                       "compact": False}
+            layer.solver, layer.options = (
+                "anderson",
+                {"tol": 1e-11, "cuda_graph": graphed, "cuda_graph_steps": 5, "compact": False},
+            )
             x = xi.clone().requires_grad_(True)
             out = layer(x, mask)
             out.pow(2).sum().backward()
             layer.adjoint_start = layer.last_adjoint  # a second backward from a warm start
             layer(x, mask).sum().backward()
-            results.append((out.detach(), x.grad, [p.grad for p in layer.parameters()], layer.last_stats,
-                            layer.last_backward_stats))
+            results.append(
+                (
+                    out.detach(),
+                    x.grad,
+                    [p.grad for p in layer.parameters()],
+                    layer.last_stats,
+                    layer.last_backward_stats,
+                )
+            )
         (out0, gx0, gp0, st0, bst0), (out1, gx1, gp1, st1, bst1) = results
         assert torch.equal(out0, out1) and torch.equal(gx0, gx1)
         assert all(torch.equal(a, b) for a, b in zip(gp0, gp1))
@@ -237,8 +256,10 @@ def test_systems_and_linearisations_reload_into_static_copies(cell):
 
 
 def test_cuda_graph_options_are_validated():
-    for bad, message in (("yes", "cuda_graph must be true, false or 'auto', not 'yes'"),
-                         (1, "cuda_graph must be true, false or 'auto', not 1")):
+    for bad, message in (
+        ("yes", "cuda_graph must be true, false or 'auto', not 'yes'"),
+        (1, "cuda_graph must be true, false or 'auto', not 1"),
+    ):
         with pytest.raises(InnError, match=message):
             ImplicitGRU(5, 6, solver="anderson", cuda_graph=bad)
     for bad in (0, 2.5, True):
@@ -296,9 +317,12 @@ def _eager_and_graphed(system, H0, first, tol=1e-11):
 
 
 def _close(eager, graphed):
-    return (torch.allclose(eager[0], graphed[0], rtol=0, atol=1e-12) and torch.equal(eager[1], graphed[1])
-            and torch.allclose(eager[2], graphed[2], rtol=1e-6, atol=1e-20) and torch.equal(eager[3], graphed[3]))
-
+    return (
+        torch.allclose(eager[0], graphed[0], rtol=0, atol=1e-12)
+        and torch.equal(eager[1], graphed[1])
+        and torch.allclose(eager[2], graphed[2], rtol=1e-6, atol=1e-20)
+        and torch.equal(eager[3], graphed[3])
+    )
 
 
 def test_the_cache_keeps_the_most_recently_used_and_warns_when_it_thrashes(monkeypatch):
@@ -398,8 +422,29 @@ def test_the_benchmark_times_the_graphed_method_on_cuda(tmp_path):
     from inn.experiment.benchmark import main
 
     out = tmp_path / "bench.tsv"
-    main(["--hidden", "8", "--lengths", "5", "9", "--batch-size", "3", "--repeats", "1", "--harder", "--device", "cuda",
-          "--methods", "anderson", "anderson_graph", "--baselines", "--peers", "--out", str(out)])
+    main(
+        [
+            "--hidden",
+            "8",
+            "--lengths",
+            "5",
+            "9",
+            "--batch-size",
+            "3",
+            "--repeats",
+            "1",
+            "--harder",
+            "--device",
+            "cuda",
+            "--methods",
+            "anderson",
+            "anderson_graph",
+            "--baselines",
+            "--peers",
+            "--out",
+            str(out),
+        ]
+    )
     rows = [r for r in csv.DictReader(out.open(), delimiter="\t") if r["method"] == "anderson_graph"]
     assert len(rows) == 2 and all(float(r["forward_backward_s"]) > 0 and int(r["failed"]) == 0 for r in rows)
     assert all(float(r["grad_error"]) < 1e-2 for r in rows)

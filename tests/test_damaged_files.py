@@ -13,18 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 from inn.checkpoints import OWN_DIGEST, read_checkpoint, save_payload
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 FEATURES = TINY_FEATURES
 TEXT = TINY_TEXT
-
-
 
 
 def _copy(folder: Path, to: Path) -> Path:
@@ -35,13 +33,20 @@ def _copy(folder: Path, to: Path) -> Path:
     return to
 
 
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, pos_dir) -> Path:
     """A finished run of a tiny GRU (one epoch) on ``pos_dir``."""
     out = tmp_path_factory.mktemp("run")
-    train("pos", pos_dir, "gru", out, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu",
-          meta={"seed": 1, "dataset": "mine"})
+    train(
+        "pos",
+        pos_dir,
+        "gru",
+        out,
+        TrainConfig(max_epochs=1),
+        {"hidden_size": 3},
+        device="cpu",
+        meta={"seed": 1, "dataset": "mine"},
+    )
     return out
 
 
@@ -50,7 +55,7 @@ def _flip_weights(path: Path, out: Path) -> Path:
     with zipfile.ZipFile(path) as archive:
         info = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
     data = bytearray(path.read_bytes())
-    name, extra = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    name, extra = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
     middle = info.header_offset + 30 + name + extra + info.file_size // 2 - 32
     for i in range(middle, middle + 64):
         data[i] ^= 0xFF
@@ -94,11 +99,15 @@ def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, cap
 
 def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path, run):
     payload = read_checkpoint(run / "checkpoint.pt")
-    payload["state_dict"] = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
-                             for k, v in payload["state_dict"].items()}
+    payload["state_dict"] = {
+        k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in payload["state_dict"].items()
+    }
     save_payload(payload, tmp_path / "nan.pt")  # sealed with the digest of its NaN weights
-    with pytest.raises(InnError, match=r"^.*nan\.pt: its weights are not finite \(\d+ of \d+ tensors hold NaN or "
-                                       r"inf values, first [\w.]+\): a model that cannot tag; use an intact copy"):
+    with pytest.raises(
+        InnError,
+        match=r"^.*nan\.pt: its weights are not finite \(\d+ of \d+ tensors hold NaN or "
+        r"inf values, first [\w.]+\): a model that cannot tag; use an intact copy",
+    ):
         read_checkpoint(tmp_path / "nan.pt")
 
 
@@ -150,8 +159,15 @@ def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, run, dama
     if command == "train":
         argv = ["train", "--task", "pos", "--data", str(data), "--model", "gru-h3", "--out-dir", str(tmp_path / "r")]
     else:
-        argv = ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data), "--out-dir",
-                str(tmp_path / "r")]
+        argv = [
+            "evaluate",
+            "--checkpoint",
+            str(run / "checkpoint.pt"),
+            "--data",
+            str(data),
+            "--out-dir",
+            str(tmp_path / "r"),
+        ]
     assert cli(argv) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {data} changed since the data stage prepared it (fingerprint ")
@@ -164,8 +180,19 @@ def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, run, dama
 
 def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, capsys, caplog):
     out = tmp_path / "run"
-    argv = ["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru-h3", "--out-dir", str(out),
-            "--settings", '{"training": {"max_epochs": 1}}']
+    argv = [
+        "train",
+        "--task",
+        "pos",
+        "--data",
+        str(pos_dir),
+        "--model",
+        "gru-h3",
+        "--out-dir",
+        str(out),
+        "--settings",
+        '{"training": {"max_epochs": 1}}',
+    ]
     assert cli(argv) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     caplog.clear()
@@ -173,8 +200,10 @@ def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, caps
         assert cli(argv) == 0
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     said = [r.getMessage() for r in caplog.records if "finished run" in r.getMessage()]
-    assert said == [f"{out} holds a finished run (1 epoch(s)): nothing to do; give --retrain to train it again "
-                    "(its checkpoint.pt and history.tsv are then set aside)"]
+    assert said == [
+        f"{out} holds a finished run (1 epoch(s)): nothing to do; give --retrain to train it again "
+        "(its checkpoint.pt and history.tsv are then set aside)"
+    ]
     assert cli(argv + ["--retrain"]) == 0
     assert len(list(out.glob("checkpoint.pt.replaced-*"))) == 1
 
@@ -241,8 +270,9 @@ def test_collect_refuses_a_score_set_by_hand(tmp_path, results, capsys):
     assert _collect(results, tmp_path) == 2
     line = one_line(capsys)
     assert line.startswith("error: pos mine gru seed 1: its metrics.json says accuracy 99.9 but its predictions (")
-    assert line.endswith("the two files contradict each other; evaluate the run again (inn evaluate, or rerun its "
-                         "workflow job)")
+    assert line.endswith(
+        "the two files contradict each other; evaluate the run again (inn evaluate, or rerun its workflow job)"
+    )
     assert not (tmp_path / "tables").exists()
 
 
@@ -251,8 +281,9 @@ def test_collect_refuses_predictions_other_than_the_metrics_were_computed_from(t
     predictions.write_text(predictions.read_text().replace("\tThe\t", "\tthe\t"))  # same accuracy, other file
     capsys.readouterr()
     assert _collect(results, tmp_path) == 2
-    assert one_line(capsys).startswith(f"error: pos mine gru seed 1: its metrics.json was computed from other "
-                                        f"predictions than {predictions} (sha256 ")
+    assert one_line(capsys).startswith(
+        f"error: pos mine gru seed 1: its metrics.json was computed from other predictions than {predictions} (sha256 "
+    )
 
 
 def test_collect_takes_older_metrics_with_a_warning(tmp_path, results, caplog):
@@ -264,16 +295,21 @@ def test_collect_takes_older_metrics_with_a_warning(tmp_path, results, caplog):
     assert "1 of 1 runs' metrics.json were written before metrics named the digest of their predictions" in caplog.text
 
 
-@pytest.mark.parametrize("text, said", [("", "is empty, not the metrics inn evaluate writes"),
-                                        ("{accuracy: 1", "is not JSON (Expecting property name enclosed in double "
-                                                         "quotes at line 1 column 2)"),
-                                        ("[1, 2]", "holds a JSON list, not the object of metrics inn evaluate writes")])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("", "is empty, not the metrics inn evaluate writes"),
+        ("{accuracy: 1", "is not JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
+        ("[1, 2]", "holds a JSON list, not the object of metrics inn evaluate writes"),
+    ],
+)
 def test_collect_names_a_metrics_file_that_is_no_metrics(tmp_path, results, text, said, capsys):
     _metrics(results).write_text(text)
     capsys.readouterr()
     assert _collect(results, tmp_path) == 2
-    assert one_line(capsys) == (f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or "
-                                 "rerun its workflow job)")
+    assert one_line(capsys) == (
+        f"error: {_metrics(results)} {said}; evaluate the run again (inn evaluate, or rerun its workflow job)"
+    )
 
 
 # --------------------------------------------------------------------------- prepare-pos
@@ -309,5 +345,6 @@ def test_a_second_preparation_into_a_folder_in_use_is_refused(tmp_path, pos_dir)
     before = {p.name: p.read_bytes() for p in data.iterdir()}
     with locked_folder(data), pytest.raises(InnError, match=rf"^{data} is in use by another run \(pid \d+ on "):
         prepare_pos("tsv", tiny_corpus(tmp_path / "raw"), data, "mine", **FEATURES)
-    assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == \
-        {k: v for k, v in before.items() if k != ".lock"}
+    assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == {
+        k: v for k, v in before.items() if k != ".lock"
+    }

@@ -21,8 +21,10 @@ def anchors(document: Path) -> set[str]:
     """GitHub's anchors of a Markdown file's headings: lower case, punctuation but ``-`` and
     ``_`` dropped, spaces made hyphens."""
     text = FENCE.sub("", document.read_text(encoding="utf-8"))
-    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-            for heading in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#{1,6} (.+)$", text, re.M)
+    }
 
 
 def broken_links(document: Path) -> list[str]:
@@ -42,8 +44,9 @@ def broken_links(document: Path) -> list[str]:
 
 
 def test_every_relative_link_in_the_documents_leads_somewhere():
-    documents = subprocess.run(["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True,
-                               check=True).stdout.split()
+    documents = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert documents
     broken = {name: links for name in documents if (links := broken_links(REPO / name))}
     assert not broken, broken
@@ -52,6 +55,9 @@ def test_every_relative_link_in_the_documents_leads_somewhere():
 def test_a_missing_file_or_section_is_found(tmp_path):
     (tmp_path / "other.md").write_text("# Other\n\n## Writing a cell\n", encoding="utf-8")
     document = tmp_path / "doc.md"
-    document.write_text("[ok](other.md#writing-a-cell) [gone](moved.md) [section](other.md#hard-systems)\n"
-                        "[web](https://example.org) `[code](nowhere.md)`\n", encoding="utf-8")
+    document.write_text(
+        "[ok](other.md#writing-a-cell) [gone](moved.md) [section](other.md#hard-systems)\n"
+        "[web](https://example.org) `[code](nowhere.md)`\n",
+        encoding="utf-8",
+    )
     assert broken_links(document) == ["moved.md", "other.md#hard-systems"]

@@ -11,9 +11,9 @@ import socket
 import zipfile
 from pathlib import Path
 
+import conftest
 import pytest
 
-import conftest
 from inn.data import download
 from inn.data.corpora import EWT_FILES
 from inn.experiment.cli import main
@@ -42,7 +42,8 @@ def nltk_index(mirror: Path, archive: Path) -> None:
         f'<package id="treebank" name="Penn Treebank Sample" subdir="corpora" url="{archive.as_uri()}" '
         f'size="{len(data)}" unzipped_size="{unzipped}" checksum="{hashlib.md5(data).hexdigest()}" '
         f'sha256_checksum="{hashlib.sha256(data).hexdigest()}" unzip="1"/>\n'
-        "</packages><collections/></nltk_data>\n")
+        "</packages><collections/></nltk_data>\n"
+    )
 
 
 @pytest.fixture
@@ -107,7 +108,7 @@ def test_a_corrupted_ewt_download_is_refused_and_not_kept(tmp_path, mirror, ewt_
     served = mirror / "ewt" / download.EWT_RELEASE / "en_ewt-ud-train.conllu"
     served.unlink()
     text = (ewt_dir / served.name).read_text(encoding="utf-8")
-    served.write_text(text[:text.index("\n\n", 100_000) + 2], encoding="utf-8")  # whole sentences: parsable
+    served.write_text(text[: text.index("\n\n", 100_000) + 2], encoding="utf-8")  # whole sentences: parsable
     out = tmp_path / "dev-data"
     assert main(["download-dev-corpora", "--out-dir", str(out)]) == 2
     error = one_error(capsys)
@@ -143,11 +144,14 @@ def test_a_missing_corpus_names_the_fetch_command(tmp_path, monkeypatch, shared)
     assert ("INN_SHARED_DATA=" in message) == bool(shared)
 
 
-@pytest.mark.parametrize("command, what, where", [
-    (["download-ewt", "--release", "r2.15"], "could not download UD English EWT r2.15", "corpora.ewt.train"),
-    (["download-treebank"], "could not download NLTK's treebank sample", "corpora.ptb_sample.nltk_data"),
-    (["download-dev-corpora"], "could not download UD English EWT r2.15", "set INN_SHARED_DATA"),
-])
+@pytest.mark.parametrize(
+    "command, what, where",
+    [
+        (["download-ewt", "--release", "r2.15"], "could not download UD English EWT r2.15", "corpora.ewt.train"),
+        (["download-treebank"], "could not download NLTK's treebank sample", "corpora.ptb_sample.nltk_data"),
+        (["download-dev-corpora"], "could not download UD English EWT r2.15", "set INN_SHARED_DATA"),
+    ],
+)
 def test_offline_download_fails_in_one_line(tmp_path, capsys, offline, command, what, where):
     out = tmp_path / "resources"
     assert main([*command, "--out-dir", str(out)]) == 2

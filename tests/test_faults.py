@@ -19,15 +19,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import REPO
 
 import inn.experiment.train.loop
-from conftest import REPO
-from inn.experiment.cli import main as cli
 from inn.data.walk import generate_walks, save_walks
-from inn.experiment.config import training_defaults
 from inn.errors import InnError
-from inn.io import locked_folder, torch_save
+from inn.experiment.cli import main as cli
+from inn.experiment.config import training_defaults
 from inn.experiment.train import OUTPUTS, TrainConfig, train
+from inn.io import locked_folder, torch_save
 
 MODEL = "bilstm-h4"
 SETTINGS = {"max_epochs": 2, "patience": 5}
@@ -95,8 +95,12 @@ def test_damaged_last_pt_is_set_aside_and_training_starts_afresh(tmp_path, walk_
     (aside,) = out.glob("last.pt.damaged-*")
     assert aside.read_bytes() == damaged  # set aside, not lost
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    reason = {"truncated": "truncated or damaged: PytorchStreamReader failed", "empty": "the file is empty",
-              "foreign": "not a resume state", "checkpoint.pt copied over it": "no optimizer or train_state in it"}
+    reason = {
+        "truncated": "truncated or damaged: PytorchStreamReader failed",
+        "empty": "the file is empty",
+        "foreign": "not a resume state",
+        "checkpoint.pt copied over it": "no optimizer or train_state in it",
+    }
     assert warning.startswith(f"cannot resume from {last} ({reason[damage]}")
     assert warning.endswith(f": set aside as {aside.name}, training starts afresh") and "\n" not in warning
 
@@ -122,7 +126,7 @@ def test_unwritable_folder_is_found_before_any_work(tmp_path, monkeypatch):
     out.mkdir()
     (out / ".lock").touch()  # an earlier run's lock file: opening it still works, writing the folder not
     _deny_creation(monkeypatch, errno.EACCES)
-    message = (f"cannot write {out}: Permission denied; make the folder writable or choose another, then rerun")
+    message = f"cannot write {out}: Permission denied; make the folder writable or choose another, then rerun"
     with pytest.raises(InnError, match=f"^{message}$"):  # before the (missing) data is read
         train("walks", tmp_path / "no-data", MODEL, out, _cfg(), device="cpu")
 
@@ -166,8 +170,11 @@ def test_full_disk_save_through_torch_names_the_cause(tmp_path, monkeypatch):
     torch_save({"a": 1}, target)
     before = target.read_bytes()
     monkeypatch.setattr("inn.io.open", lambda *a, **k: _FullDisk(open(*a, **k)), raising=False)
-    with pytest.raises(InnError, match=rf"^cannot write {target}: No space left on device; free some space, then "
-                                       r"rerun \(the earlier x.pt is unchanged\)$"):
+    with pytest.raises(
+        InnError,
+        match=rf"^cannot write {target}: No space left on device; free some space, then "
+        r"rerun \(the earlier x.pt is unchanged\)$",
+    ):
         torch_save({"a": torch.zeros(10_000)}, target)
     assert target.read_bytes() == before and sorted(tmp_path.iterdir()) == [target]
 
@@ -183,8 +190,11 @@ def test_failed_save_keeps_the_last_good_checkpoint(tmp_path, walk_dir, straight
         else:  # the folder became read-only during the run: its temporary files cannot be created
             _deny_creation(patch, errno.EACCES, (".best.pt.", ".last.pt.", ".history.tsv."))
             cause = "Permission denied; make the folder writable or choose another"
-        with pytest.raises(InnError, match=rf"^cannot write {tmp_path}/(best|last).pt: {cause}, then rerun "
-                                           r"\(the earlier (best|last).pt is unchanged\)$"):
+        with pytest.raises(
+            InnError,
+            match=rf"^cannot write {tmp_path}/(best|last).pt: {cause}, then rerun "
+            r"\(the earlier (best|last).pt is unchanged\)$",
+        ):
             train("walks", walk_dir, MODEL, tmp_path, _cfg(), device="cpu")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == saved  # no temporary file, nothing changed
     _assert_as_straight(tmp_path, train("walks", walk_dir, MODEL, tmp_path, _cfg(), device="cpu"), straight)
@@ -199,8 +209,11 @@ def test_stop_in_the_first_epoch_does_not_claim_a_kept_checkpoint(tmp_path, walk
     walks[7][0][0, 0] = float("nan")
     save_walks(bad / "train.pt", walks)
     (bad / "dev.pt").write_bytes((walk_dir / "dev.pt").read_bytes())
-    with pytest.raises(InnError, match=r"^loss is nan at epoch 1, batch \d+ of 3; stopped before any epoch "
-                                       r"finished, nothing is saved; lower training.lr"):
+    with pytest.raises(
+        InnError,
+        match=r"^loss is nan at epoch 1, batch \d+ of 3; stopped before any epoch "
+        r"finished, nothing is saved; lower training.lr",
+    ):
         train("walks", bad, MODEL, tmp_path / "run", _cfg(), device="cpu")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]
 
@@ -208,8 +221,11 @@ def test_stop_in_the_first_epoch_does_not_claim_a_kept_checkpoint(tmp_path, walk
 def test_missing_best_pt_names_what_exists(tmp_path, walk_dir):
     train("walks", walk_dir, MODEL, tmp_path, _cfg(), device="cpu", stop_after=1)
     (tmp_path / "best.pt").unlink()
-    with pytest.raises(InnError, match=rf"best.pt is missing after 1 epoch\(s\): cannot finish {tmp_path}; "
-                                       rf"move {tmp_path}/last.pt aside to train afresh"):
+    with pytest.raises(
+        InnError,
+        match=rf"best.pt is missing after 1 epoch\(s\): cannot finish {tmp_path}; "
+        rf"move {tmp_path}/last.pt aside to train afresh",
+    ):
         train("walks", walk_dir, MODEL, tmp_path, _cfg(max_epochs=1), device="cpu")
     with pytest.raises(InnError, match=r"^training\.patience: 0 is less than the minimum of 1$"):  # no epoch would run
         _cfg(patience=0)
@@ -222,41 +238,75 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
     ckpt.write_bytes(ckpt.read_bytes()[:500])
     assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out-dir", str(run)]) == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and err.startswith(f"error: cannot read checkpoint {ckpt} (truncated or damaged: "
-                                                         "PytorchStreamReader failed reading zip archive")
+    assert len(err.splitlines()) == 1 and err.startswith(
+        f"error: cannot read checkpoint {ckpt} (truncated or damaged: PytorchStreamReader failed reading zip archive"
+    )
     assert err.endswith("): give a model file inn wrote (checkpoint.pt or tagger.pt), or train the model again\n")
 
 
 # --------------------------------------------------------------------------- 5: bad command-line input
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["--settings", "{bad"], "--settings is not valid JSON: Expecting property name enclosed in double quotes "
-                             "at line 1 column 2"),
-    (["--settings", '{"training": {"max_epochs": "3"}}'], "--settings: training.max_epochs: '3' is not of type 'integer'"),
-    (["--settings", '{"training": {"clip": true}}'], "--settings: training.clip: True is not of type 'number', 'null'"),
-    (["--settings", '{"model": {"solver": 1}}'], "--settings: model.solver: 1 is not of type 'string'"),
-    (["--settings", '{"model": {"solver": "andersn"}}'], "--settings: model.solver: unknown solver 'andersn' (did you "
-                                                         "mean 'anderson'?); choose one of newton_krylov, newton_direct, "
-                                                         "anderson, fixed_point"),
-    (["--settings", "[1]"], "--settings: <top level>: [1] is not of type 'object'"),
-    (["--settings", '{"training": [1]}'], "--settings: training: [1] is not of type 'object'"),
-    (["--settings-file", "missing.json"], "cannot read --settings-file missing.json: No such file or directory"),
-    (["--settings", '{"training": {"max_train": 0}}'], "--settings: training.max_train: 0 is less than the minimum of 1"),
-    (["--settings", '{"training": {"max_dev": -2}}'], "--settings: training.max_dev: -2 is less than the minimum of 1"),
-    # issue 29: a misspelt section or key is refused, not ignored (the run trained 30 epochs on everything)
-    (["--settings", '{"trainig": {"max_epochs": 1}, "model": {}}'],
-     "--settings: trainig: unknown key (allowed: meta, model, training)"),
-    (["--settings", '{"training": {"max_epoch": 1}}'], "--settings: training.max_epoch: unknown key (allowed: batch_size, "
-                                                       "clip, dropout, jacobian_every, jacobian_samples, jacobian_weight, "
-                                                       "loss, lr, lr_decay, max_dev, max_epochs, max_train, patience, "
-                                                       "warm_start, warm_start_adjoint, word_dropout)"),
-    (["--settings", '{"model": {"solver_options": {"tol": -1}}}'],
-     "--settings: model.solver_options.tol: -1 is less than or equal to the minimum of 0"),
-    (["--settings", '{"model": {"hidden_size": 0}}'], "--settings: model.hidden_size: 0 is less than the minimum of 1"),
-    (["--settings", '{"training": {"lr_decay": 1.5}}'], "--settings: training.lr_decay: 1.5 is greater than the maximum of 1"),
-    (["--seed", "-1"], "training.seed: -1 is less than the minimum of 0"),
-])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--settings", "{bad"],
+            "--settings is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
+        (
+            ["--settings", '{"training": {"max_epochs": "3"}}'],
+            "--settings: training.max_epochs: '3' is not of type 'integer'",
+        ),
+        (
+            ["--settings", '{"training": {"clip": true}}'],
+            "--settings: training.clip: True is not of type 'number', 'null'",
+        ),
+        (["--settings", '{"model": {"solver": 1}}'], "--settings: model.solver: 1 is not of type 'string'"),
+        (
+            ["--settings", '{"model": {"solver": "andersn"}}'],
+            "--settings: model.solver: unknown solver 'andersn' (did you "
+            "mean 'anderson'?); choose one of newton_krylov, newton_direct, "
+            "anderson, fixed_point",
+        ),
+        (["--settings", "[1]"], "--settings: <top level>: [1] is not of type 'object'"),
+        (["--settings", '{"training": [1]}'], "--settings: training: [1] is not of type 'object'"),
+        (["--settings-file", "missing.json"], "cannot read --settings-file missing.json: No such file or directory"),
+        (
+            ["--settings", '{"training": {"max_train": 0}}'],
+            "--settings: training.max_train: 0 is less than the minimum of 1",
+        ),
+        (
+            ["--settings", '{"training": {"max_dev": -2}}'],
+            "--settings: training.max_dev: -2 is less than the minimum of 1",
+        ),
+        # issue 29: a misspelt section or key is refused, not ignored (the run trained 30 epochs on everything)
+        (
+            ["--settings", '{"trainig": {"max_epochs": 1}, "model": {}}'],
+            "--settings: trainig: unknown key (allowed: meta, model, training)",
+        ),
+        (
+            ["--settings", '{"training": {"max_epoch": 1}}'],
+            "--settings: training.max_epoch: unknown key (allowed: batch_size, "
+            "clip, dropout, jacobian_every, jacobian_samples, jacobian_weight, "
+            "loss, lr, lr_decay, max_dev, max_epochs, max_train, patience, "
+            "warm_start, warm_start_adjoint, word_dropout)",
+        ),
+        (
+            ["--settings", '{"model": {"solver_options": {"tol": -1}}}'],
+            "--settings: model.solver_options.tol: -1 is less than or equal to the minimum of 0",
+        ),
+        (
+            ["--settings", '{"model": {"hidden_size": 0}}'],
+            "--settings: model.hidden_size: 0 is less than the minimum of 1",
+        ),
+        (
+            ["--settings", '{"training": {"lr_decay": 1.5}}'],
+            "--settings: training.lr_decay: 1.5 is greater than the maximum of 1",
+        ),
+        (["--seed", "-1"], "training.seed: -1 is less than the minimum of 0"),
+    ],
+)
 def test_bad_train_input_gives_one_line(tmp_path, walk_dir, capsys, args, line):
     base = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path)]
     assert cli(base + args) == 2
@@ -266,16 +316,36 @@ def test_bad_train_input_gives_one_line(tmp_path, walk_dir, capsys, args, line):
 def test_empty_data_gives_one_line(tmp_path, walk_dir, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    torch.save({"x": torch.zeros(0, 1, 3), "y": torch.zeros(0, 1, dtype=torch.long),
-                "lengths": torch.zeros(0, dtype=torch.long)}, empty / "train.pt")
-    assert cli(["train", "--task", "walks", "--data", str(empty), "--model", MODEL, "--out-dir", str(tmp_path / "r")]) == 2
+    torch.save(
+        {
+            "x": torch.zeros(0, 1, 3),
+            "y": torch.zeros(0, 1, dtype=torch.long),
+            "lengths": torch.zeros(0, dtype=torch.long),
+        },
+        empty / "train.pt",
+    )
+    assert (
+        cli(["train", "--task", "walks", "--data", str(empty), "--model", MODEL, "--out-dir", str(tmp_path / "r")]) == 2
+    )
     assert capsys.readouterr().err == f"error: {empty}/train.pt holds no walks\n"
     train("walks", walk_dir, MODEL, tmp_path / "run", _cfg(max_epochs=1), device="cpu")
     with pytest.raises(SystemExit, match="2"):  # argparse: usage, then the line naming the argument
-        cli(["evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--data", str(walk_dir),
-             "--out-dir", str(tmp_path / "run"), "--max-sequences", "0"])
-    assert capsys.readouterr().err.splitlines()[-1] == ("inn evaluate: error: argument --max-sequences: must be a "
-                                                        "whole number of at least 1, not '0'")
+        cli(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(tmp_path / "run" / "checkpoint.pt"),
+                "--data",
+                str(walk_dir),
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--max-sequences",
+                "0",
+            ]
+        )
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "inn evaluate: error: argument --max-sequences: must be a whole number of at least 1, not '0'"
+    )
 
 
 # --------------------------------------------------------------------------- 6 and 8: concurrent runs, kill -9
@@ -285,14 +355,25 @@ def test_second_run_is_refused_and_a_killed_save_is_cleaned_up(tmp_path, walk_di
     """A run killed (-9) inside a save holds the folder until it dies and leaves its temporary
     file; the next run clears only that run's temporaries and ends as an uninterrupted run."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom inn.io import atomic_path, locked_folder\n"
-         "with locked_folder(sys.argv[1]), atomic_path(sys.argv[1] + '/last.pt') as tmp:\n"
-         "    tmp.write_bytes(b'half a checkpoint'); print('saving', flush=True); time.sleep(60)", str(tmp_path)],
-        stdout=subprocess.PIPE, text=True, env=_env())
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom inn.io import atomic_path, locked_folder\n"
+            "with locked_folder(sys.argv[1]), atomic_path(sys.argv[1] + '/last.pt') as tmp:\n"
+            "    tmp.write_bytes(b'half a checkpoint'); print('saving', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         assert holder.stdout.readline() == "saving\n"
-        with pytest.raises(InnError, match=rf"^{tmp_path} is in use by another run \(pid {holder.pid} on .+\); "
-                                           "wait for it to finish or stop it, or choose another output folder$"):
+        with pytest.raises(
+            InnError,
+            match=rf"^{tmp_path} is in use by another run \(pid {holder.pid} on .+\); "
+            "wait for it to finish or stop it, or choose another output folder$",
+        ):
             train("walks", walk_dir, MODEL, tmp_path, _cfg(), device="cpu")
     finally:
         holder.kill()
@@ -326,10 +407,24 @@ sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 """
 
 
-def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_dir, straight, monkeypatch,
-                                                                  capsys):
-    args = ["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path),
-            "--device", "cpu", "--threads", "1", "--settings", '{"training": {"max_epochs": 2}}']
+def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_dir, straight, monkeypatch, capsys):
+    args = [
+        "train",
+        "--task",
+        "walks",
+        "--data",
+        str(walk_dir),
+        "--model",
+        MODEL,
+        "--out-dir",
+        str(tmp_path),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--settings",
+        '{"training": {"max_epochs": 2}}',
+    ]
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2
     run_epoch = inn.experiment.train.loop._train_epoch
@@ -346,8 +441,9 @@ def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_
     assert capsys.readouterr().err.splitlines()[-1] == f"interrupted (SIGTERM): {resume}"
     assert signal.getsignal(signal.SIGTERM) == before  # the command's handler is gone
     # Ctrl-C, to a real process resuming that run: it stops in epoch 2 again
-    run = subprocess.Popen([sys.executable, "-c", SLOW_INN, *args], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=_env())
+    run = subprocess.Popen(
+        [sys.executable, "-c", SLOW_INN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
     assert run.stdout.readline() == "epoch started\n"  # epoch 1 is saved, epoch 2 has begun
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=30)

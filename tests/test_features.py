@@ -14,26 +14,29 @@ def flags(word: str) -> set[str]:
     return {name for name, on in zip(NAMES, shape_features(word)) if on}
 
 
-@pytest.mark.parametrize("word, expected", [
-    ("1,000", {"is_number", "has_digit"}),
-    ("3.14", {"is_number", "has_digit"}),
-    ("-5", {"is_number", "has_digit", "has_hyphen"}),
-    ("1980s", {"is_number", "has_digit"}),
-    ("B-52", {"has_digit", "has_hyphen", "all_caps"}),
-    ("well-known", {"has_hyphen"}),
-    ("IBM", {"all_caps"}),
-    ("Paris", {"initial_cap"}),
-    ("McDonald", {"initial_cap", "inner_cap"}),
-    ("iPhone", {"inner_cap"}),
-    ("cat", set()),
-    (",", {"is_punctuation"}),
-    ("...", {"is_punctuation"}),
-    ("-", {"is_punctuation"}),
-    ("$", {"has_symbol"}),
-    ("%", {"is_punctuation"}),
-    ("US$", {"has_symbol", "all_caps"}),
-    ("+", {"has_symbol"}),
-])
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        ("1,000", {"is_number", "has_digit"}),
+        ("3.14", {"is_number", "has_digit"}),
+        ("-5", {"is_number", "has_digit", "has_hyphen"}),
+        ("1980s", {"is_number", "has_digit"}),
+        ("B-52", {"has_digit", "has_hyphen", "all_caps"}),
+        ("well-known", {"has_hyphen"}),
+        ("IBM", {"all_caps"}),
+        ("Paris", {"initial_cap"}),
+        ("McDonald", {"initial_cap", "inner_cap"}),
+        ("iPhone", {"inner_cap"}),
+        ("cat", set()),
+        (",", {"is_punctuation"}),
+        ("...", {"is_punctuation"}),
+        ("-", {"is_punctuation"}),
+        ("$", {"has_symbol"}),
+        ("%", {"is_punctuation"}),
+        ("US$", {"has_symbol", "all_caps"}),
+        ("+", {"has_symbol"}),
+    ],
+)
 def test_shape_features_on_hand_made_words(word, expected):
     assert flags(word) == expected
 
@@ -48,9 +51,11 @@ def test_affixes_are_lower_cased_and_short_words_have_none():
     assert affixes("Go") == ("go", "", "", "go", "", "")
 
 
-TRAIN = [[("The", "DT"), ("cats", "NNS"), ("ran", "VBD"), (".", ".")],
-         [("the", "DT"), ("dog", "NN"), ("running", "VBG"), (".", ".")],
-         [("THE", "DT"), ("cat", "NN"), ("ran", "VBD")]]
+TRAIN = [
+    [("The", "DT"), ("cats", "NNS"), ("ran", "VBD"), (".", ".")],
+    [("the", "DT"), ("dog", "NN"), ("running", "VBG"), (".", ".")],
+    [("THE", "DT"), ("cat", "NN"), ("ran", "VBD")],
+]
 
 
 def test_vocabularies_rank_by_frequency_and_cap_size():

@@ -29,7 +29,7 @@ CFG = TrainConfig(max_epochs=2, max_dev=30)
 
 
 def _slice(src, first, count, path):
-    blocks = src.read_text(encoding="utf-8").split("\n\n")[first:first + count]
+    blocks = src.read_text(encoding="utf-8").split("\n\n")[first : first + count]
     path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     return read_conllu(path)
 
@@ -39,8 +39,10 @@ def corpora(tmp_path_factory, ewt_dir):
     """Two tsv corpora, ``a`` (EWT slices) and ``b`` (the same, every word reversed)."""
     root = tmp_path_factory.mktemp("corpora")
     src = ewt_dir / "en_ewt-ud-train.conllu"
-    splits = {name: _slice(src, first, count, root / f"{name}.conllu")
-              for name, first, count in (("train", 0, 200), ("dev", 200, 40), ("test", 240, 40))}
+    splits = {
+        name: _slice(src, first, count, root / f"{name}.conllu")
+        for name, first, count in (("train", 0, 200), ("dev", 200, 40), ("test", 240, 40))
+    }
     sources = {}
     for corpus, spell in (("a", lambda w: w), ("b", lambda w: w[::-1])):
         for split, sentences in splits.items():
@@ -65,8 +67,13 @@ def test_same_tags_and_sizes_but_other_data_have_other_fingerprints(tmp_path, co
     assert data_fingerprint(a) != data_fingerprint(b)
     again = _prepare(corpora, "a", tmp_path / "elsewhere" / "a2")  # the same data: the same print
     assert data_fingerprint(again) == data_fingerprint(a) == read_record(a)["fingerprint"]
-    assert read_record(a) == {"fingerprint": data_fingerprint(a), "corpus": "a", "format": "tsv", "column": "xpos",
-                              "language": None}  # a tsv corpus names no language
+    assert read_record(a) == {
+        "fingerprint": data_fingerprint(a),
+        "corpus": "a",
+        "format": "tsv",
+        "column": "xpos",
+        "language": None,
+    }  # a tsv corpus names no language
 
 
 def test_resuming_on_a_corpus_prepared_again_from_other_files_is_refused(tmp_path, corpora):
@@ -80,7 +87,8 @@ def test_resuming_on_a_corpus_prepared_again_from_other_files_is_refused(tmp_pat
     assert str(error.value) == (
         f"{run / 'last.pt'} was trained on other data (fingerprint {trained}) than the data folder now holds "
         f"(fingerprint {data_fingerprint(data)}; it was prepared again from other files): delete {run / 'last.pt'} "
-        "to train afresh on the new data, or restore the old data to resume")
+        "to train afresh on the new data, or restore the old data to resume"
+    )
     _prepare(corpora, "a", data)  # the old data back: it resumes
     assert train("pos", data, "gru", run, CFG, {"hidden_size": 6}, device="cpu").epoch.tolist() == [1, 2]
 
@@ -94,10 +102,13 @@ def test_a_last_pt_from_before_fingerprints_resumes_with_one_warning(tmp_path, c
     torch.save({k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, run / "last.pt")
     with caplog.at_level(logging.WARNING, logger="inn.experiment.train.loop"):
         history = train("pos", data, "gru", run, CFG, {"hidden_size": 6}, device="cpu")
-    warnings = [r.getMessage() for r in caplog.records
-                if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.loop"]
-    assert warnings == [f"{run / 'last.pt'} was written before data fingerprints: resuming without checking that "
-                        "the data folder still holds the data it was trained on"]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.loop"
+    ]
+    assert warnings == [
+        f"{run / 'last.pt'} was written before data fingerprints: resuming without checking that "
+        "the data folder still holds the data it was trained on"
+    ]
     timing = ["seconds", "cpu_seconds"]
     assert history.drop(columns=timing).equals(straight.drop(columns=timing))
     assert read_checkpoint(run / "checkpoint.pt")["data"]["fingerprint"] == data_fingerprint(data)
@@ -110,18 +121,34 @@ def test_evaluate_refuses_a_model_of_other_data(tmp_path, corpora, model, capsys
     if model == "perceptron":
         assert main(["train-perceptron", "--data", str(a), "--out-dir", str(run), "--iterations", "1"]) == 0
     else:
-        train("pos", a, model, run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu",
-              meta={"dataset": "a"})
-    status = main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(b), "--out-dir",
-                   str(tmp_path / "eval")])
-    assert (status, capsys.readouterr().err) == (2, (
-        f"error: {run / 'checkpoint.pt'} was trained on other data (a, fingerprint {data_fingerprint(a)}) than {b} "
-        f"(fingerprint {data_fingerprint(b)}): evaluate it on the folder it was trained on; to score other text "
-        "with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`\n"))
+        train("pos", a, model, run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu", meta={"dataset": "a"})
+    status = main(
+        ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(b), "--out-dir", str(tmp_path / "eval")]
+    )
+    assert (status, capsys.readouterr().err) == (
+        2,
+        (
+            f"error: {run / 'checkpoint.pt'} was trained on other data (a, fingerprint {data_fingerprint(a)}) than {b} "
+            f"(fingerprint {data_fingerprint(b)}): evaluate it on the folder it was trained on; to score other text "
+            "with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`\n"
+        ),
+    )
     assert not (tmp_path / "eval" / "metrics.json").exists()
     # on its own data: the metrics name the data scored, and its fingerprint
-    assert main(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(a), "--out-dir",
-                 str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(run / "checkpoint.pt"),
+                "--data",
+                str(a),
+                "--out-dir",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert (metrics["dataset"], metrics["data"], metrics["data_fingerprint"]) == ("a", str(a), data_fingerprint(a))
 
@@ -136,18 +163,23 @@ def test_a_folder_prepared_before_fingerprints_gets_one_from_its_contents(tmp_pa
     assert (trained["fingerprint"], trained["corpus"], trained["column"]) == (recorded, "a", "xpos")
 
 
-def test_evaluate_reads_a_checkpoint_from_before_fingerprints_and_says_it_could_not_check(tmp_path, corpora,
-                                                                                         caplog):
+def test_evaluate_reads_a_checkpoint_from_before_fingerprints_and_says_it_could_not_check(tmp_path, corpora, caplog):
     data = _prepare(corpora, "a", tmp_path / "a")
     run = tmp_path / "run"
     train("pos", data, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu")
     new, _ = evaluate_checkpoint(run / "checkpoint.pt", data, device="cpu")
     saved = read_checkpoint(run / "checkpoint.pt")  # as inn wrote it before (format 1: no data section)
-    torch.save({k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, tmp_path / "old.pt")
+    torch.save(
+        {k: v for k, v in saved.items() if k not in ("data", "inn_version")} | {"format": 1}, tmp_path / "old.pt"
+    )
     with caplog.at_level(logging.WARNING, logger="inn.experiment.train.evaluate"):
         old, _ = evaluate_checkpoint(tmp_path / "old.pt", data, device="cpu")
-    assert [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.evaluate"] == [
+    assert [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name == "inn.experiment.train.evaluate"
+    ] == [
         f"{tmp_path / 'old.pt'} was written before data fingerprints (format 1): cannot check that it was trained "
-        f"on {data}"]
+        f"on {data}"
+    ]
     assert old["accuracy"] == new["accuracy"] and old["dataset"] == "a"

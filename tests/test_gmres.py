@@ -11,7 +11,7 @@ from inn.solvers.gmres import gmres
 
 def _system(B=4, N=40, spread=0.9, seed=0):
     g = torch.Generator().manual_seed(seed)
-    A = torch.eye(N, dtype=torch.float64) + spread * torch.randn(B, N, N, generator=g, dtype=torch.float64) / N ** 0.5
+    A = torch.eye(N, dtype=torch.float64) + spread * torch.randn(B, N, N, generator=g, dtype=torch.float64) / N**0.5
     b = torch.randn(B, N, generator=g, dtype=torch.float64)
     diagonal = 1 + torch.rand(B, N, generator=g, dtype=torch.float64)  # M = diag: M^{-1} v = v / diagonal
     return A, b, (lambda x: (A @ x.unsqueeze(-1)).squeeze(-1)), (lambda v: v / diagonal)
@@ -83,7 +83,8 @@ def test_restart_is_gmres_only_and_positive():
 def test_compaction_takes_the_same_steps_on_fewer_samples():
     A, b, matvec, precondition = _system(B=6, N=50)
     A = torch.eye(50, dtype=torch.float64) + torch.linspace(0.1, 0.9, 6, dtype=torch.float64).view(6, 1, 1) * (
-        A - torch.eye(50, dtype=torch.float64))  # samples that converge at different times
+        A - torch.eye(50, dtype=torch.float64)
+    )  # samples that converge at different times
     b[2] = 0
     diagonal = 1 + torch.arange(50, dtype=torch.float64) / 50
     matvec = lambda x: (A @ x.unsqueeze(-1)).squeeze(-1)  # noqa: E731

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from conftest import assert_gradcheck, make_batch, make_layer
+
 from inn.solvers import ADJOINT_SOLVERS
 
 
@@ -65,8 +65,15 @@ def test_mixed_precision_adjoint_reaches_the_float64_gradients(low_precision, mo
     original = GRULinearization.low_precision
     monkeypatch.setattr(GRULinearization, "low_precision", lambda self: passes.append(1) or original(self))
     layer64 = make_layer(hidden=32, scale=1.5, tol=1e-12, backward_tol=1e-12)
-    layer = make_layer(hidden=32, dtype=torch.float32, tol=1e-5, backward_tol=1e-5, low_precision=low_precision,
-                       backward_low_precision=low_precision, solver="anderson")
+    layer = make_layer(
+        hidden=32,
+        dtype=torch.float32,
+        tol=1e-5,
+        backward_tol=1e-5,
+        low_precision=low_precision,
+        backward_low_precision=low_precision,
+        solver="anderson",
+    )
     layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
     xi, mask = make_batch(B=4, n=12, lengths=[12, 7, 12, 3])
     target = torch.randn(4, 12, 32, dtype=torch.float64)
@@ -100,8 +107,14 @@ def _approximate_and_exact(scale=1.0, zero_recurrent=False, lengths=(6, 2, 4), *
     return _gradients(approx, xi, mask, target), _gradients(exact, xi, mask, target)
 
 
-@pytest.mark.parametrize("backward", [dict(backward_solver="phantom", backward_steps=3, backward_damping=0.7),
-                                      dict(backward_solver="jacobian_free"), dict(backward_solver="preconditioned")])
+@pytest.mark.parametrize(
+    "backward",
+    [
+        dict(backward_solver="phantom", backward_steps=3, backward_damping=0.7),
+        dict(backward_solver="jacobian_free"),
+        dict(backward_solver="preconditioned"),
+    ],
+)
 def test_approximate_backward_is_exact_without_neighbours(backward):
     """Length-1 sentences have no coupling (dF/dH = 0): every approximation is the exact
     gradient there (the phantom's damped series sums to 1 - (1 - tau)^steps of it, hence tau 1)."""
@@ -130,15 +143,24 @@ def test_phantom_gradient_error_shrinks_with_every_step(damping):
     assert errors[-1] < 1e-6 < errors[0]
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(backward_solver="neumann"), "unknown backward solver 'neumann'"),
-    (dict(backward_solver="phantom", backward_steps=0), "backward_steps must be a positive integer"),
-    (dict(backward_solver="phantom", backward_damping=1.5), r"backward_damping must be a number in \(0, 1\]"),
-    (dict(backward_solver="anderson", backward_steps=3), "takes no backward_steps"),
-    (dict(backward_fallback="float128"), "backward_fallback must be one of None, float64, direct, not 'float128'"),
-    (dict(backward_solver="phantom", backward_fallback="direct"), "needs an exact adjoint; backward solver 'phantom'"),
-    (dict(backward_fallback="direct", backward_fallback_after=0), "backward_fallback_after must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(backward_solver="neumann"), "unknown backward solver 'neumann'"),
+        (dict(backward_solver="phantom", backward_steps=0), "backward_steps must be a positive integer"),
+        (dict(backward_solver="phantom", backward_damping=1.5), r"backward_damping must be a number in \(0, 1\]"),
+        (dict(backward_solver="anderson", backward_steps=3), "takes no backward_steps"),
+        (dict(backward_fallback="float128"), "backward_fallback must be one of None, float64, direct, not 'float128'"),
+        (
+            dict(backward_solver="phantom", backward_fallback="direct"),
+            "needs an exact adjoint; backward solver 'phantom'",
+        ),
+        (
+            dict(backward_fallback="direct", backward_fallback_after=0),
+            "backward_fallback_after must be a positive integer",
+        ),
+    ],
+)
 def test_backward_options_are_validated_in_one_line(options, message):
     from inn.errors import InnError
 
@@ -159,7 +181,10 @@ def test_adjoint_warm_start_reaches_the_same_gradient_in_fewer_iterations(method
     warm = _gradients(layer, xi, mask, target)
     warm_its = layer.last_backward_stats
     assert layer.adjoint_start is None
-    its = (lambda st: (st.newton_iterations + st.krylov_iterations).sum())
+
+    def its(st):
+        return (st.newton_iterations + st.krylov_iterations).sum()
+
     assert its(warm_its) < its(cold_its)
     assert torch.allclose(warm, cold, rtol=1e-6, atol=1e-7)
 
@@ -177,12 +202,13 @@ def test_hutchinson_estimate_of_the_jacobian_norm_is_unbiased():
     exact = []
     for b in range(2):
         m = int(mask[b].sum())
-        J = torch.autograd.functional.jacobian(lambda Z: layer.transition(xi[b:b + 1, :m], Z, mask[b:b + 1, :m]),
-                                               H[b:b + 1, :m])
+        J = torch.autograd.functional.jacobian(
+            lambda Z: layer.transition(xi[b : b + 1, :m], Z, mask[b : b + 1, :m]), H[b : b + 1, :m]
+        )
         exact.append(float(J.pow(2).sum()))
     F = lambda Z: layer.transition(xi, Z, mask)  # noqa: E731
     draws = torch.stack([jacobian_frobenius(F, H, mask).detach() for _ in range(3000)])
-    mean, se = draws.mean(0), draws.std(0) / 3000 ** 0.5
+    mean, se = draws.mean(0), draws.std(0) / 3000**0.5
     for b in range(2):
         assert abs(float(mean[b]) - exact[b]) < 4 * float(se[b]), (float(mean[b]), exact[b], float(se[b]))
     assert float(jacobian_frobenius(F, H, mask, samples=2).sum().detach()) > 0
@@ -198,8 +224,15 @@ def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
 
     torch.manual_seed(0)
     layer64 = make_layer(scale=1.5, tol=1e-12)
-    layer = make_layer(scale=1.5, dtype=torch.float32, tol=1e-6, solver="anderson", backward_tol=1e-9,
-                       backward_fallback=fallback, backward_fallback_after=1)
+    layer = make_layer(
+        scale=1.5,
+        dtype=torch.float32,
+        tol=1e-6,
+        solver="anderson",
+        backward_tol=1e-9,
+        backward_fallback=fallback,
+        backward_fallback_after=1,
+    )
     layer.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
     xi, mask = make_batch(B=3, n=6, lengths=[6, 2, 4])
     target = torch.randn(3, 6, 6, dtype=torch.float64)
@@ -208,8 +241,15 @@ def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
     stats = layer.last_backward_stats
     assert stats.extra["fallback"] == 3 and stats.converged.all() and float(stats.residual.max()) <= 1e-9
     # without the fallback the same float32 solve misses (the test can fail)
-    plain = make_layer(scale=1.5, dtype=torch.float32, tol=1e-6, solver="anderson", backward_tol=1e-9,
-                       backward_max_iter=1, backward_fallback=None)
+    plain = make_layer(
+        scale=1.5,
+        dtype=torch.float32,
+        tol=1e-6,
+        solver="anderson",
+        backward_tol=1e-9,
+        backward_max_iter=1,
+        backward_fallback=None,
+    )
     plain.load_state_dict(layer.state_dict())
     with pytest.warns(Warning, match="did not reach tol"):
         (plain(xi.float(), mask) * target.float()).sum().backward()
@@ -223,9 +263,9 @@ def test_float64_fallback_solves_the_adjoints_float32_misses(fallback):
         for t in range(n):
             L, R = (block[b] for block in lin.blocks(t))
             if t:
-                J[t * K:(t + 1) * K, (t - 1) * K:t * K] = L
+                J[t * K : (t + 1) * K, (t - 1) * K : t * K] = L
             if t + 1 < n:
-                J[t * K:(t + 1) * K, (t + 1) * K:(t + 2) * K] = R
+                J[t * K : (t + 1) * K, (t + 1) * K : (t + 2) * K] = R
         g = (target[b] * mask[b, :, None]).flatten()
         dense = torch.linalg.solve(torch.eye(n * K, dtype=torch.float64) - J.T, g)
         assert torch.allclose(layer.last_adjoint[b].double().flatten(), dense, rtol=0, atol=1e-5 * float(dense.norm()))

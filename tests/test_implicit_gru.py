@@ -4,8 +4,8 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import make_batch, make_layer
+
 from inn.errors import InnError
 from inn.nn import ImplicitGRU, ImplicitLSTM
 from inn.solvers import ConvergenceWarning, ResultCode

@@ -4,8 +4,8 @@ and the tridiagonal step against a dense solve."""
 
 import pytest
 import torch
-
 from conftest import assert_gradcheck, make_batch
+
 from inn.nn import ImplicitLSTM
 from inn.solvers import ADJOINT_SOLVERS, SOLVERS, solve
 from inn.solvers.anderson import SWEEPS
@@ -101,8 +101,9 @@ def test_analytic_jvp_vjp_and_blocks_match_autograd(forget_max):
 
 @pytest.mark.parametrize("forget_max", [1.0, 0.8])
 def test_gradcheck_through_implicit_backward(forget_max):
-    layer = make_lstm(input_size=2, hidden=2, tol=1e-13, backward_tol=1e-13, trainable_boundary=True,
-                      forget_max=forget_max)
+    layer = make_lstm(
+        input_size=2, hidden=2, tol=1e-13, backward_tol=1e-13, trainable_boundary=True, forget_max=forget_max
+    )
     xi, mask = make_batch(B=2, n=4, input_size=2, lengths=[4, 3])
     assert_gradcheck(layer, xi, mask)
 
@@ -292,7 +293,9 @@ def test_forget_max_bounds_the_cell_state_where_the_uncapped_cell_overflows():
     assert layer.last_stats.converged.all()
     assert torch.allclose(layer.last_solution[0, :, 2], c, atol=1e-9)
     assert torch.allclose(h[0, :, 0], 0.5 * torch.tanh(c), atol=1e-9)  # o = sigmoid(0)
-    assert torch.allclose(layer.system(x, mask).state_bound()[0, 0], torch.tensor([1.0, 1.0, 10.0, 10.0], dtype=x.dtype))
+    assert torch.allclose(
+        layer.system(x, mask).state_bound()[0, 0], torch.tensor([1.0, 1.0, 10.0, 10.0], dtype=x.dtype)
+    )
 
 
 def test_forget_max_outside_its_range_is_refused():

@@ -44,8 +44,9 @@ sys.exit(1 if failed else 0)
 def test_every_module_imports_first():
     assert {"inn.models", "inn.tagging.perceptron", "inn.experiment.train.evaluate", "inn.checkpoints"} <= set(MODULES)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    result = subprocess.run([sys.executable, "-c", PROBE, *MODULES], capture_output=True, text=True,
-                            env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *MODULES], capture_output=True, text=True, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
 
@@ -76,7 +77,7 @@ def test_no_import_circles_even_inside_functions():
         state[name] = "open"
         for dep in sorted(graph[name]):
             if state.get(dep) == "open":
-                cycle = path[path.index(dep):] + [dep] if dep in path else path + [dep]
+                cycle = path[path.index(dep) :] + [dep] if dep in path else path + [dep]
                 raise AssertionError("import circle: " + " -> ".join(cycle))
             if dep not in state:
                 visit(dep, path + [dep])
@@ -88,13 +89,17 @@ def test_no_import_circles_even_inside_functions():
 
 
 #: the library: everything outside the experiment's drivers
-LIBRARY = [name for name in MODULES if name != "inn.experiment" and not name.startswith("inn.experiment.")
-           and name != "inn.__main__"]
+LIBRARY = [
+    name
+    for name in MODULES
+    if name != "inn.experiment" and not name.startswith("inn.experiment.") and name != "inn.__main__"
+]
 
 
 def test_the_library_imports_nothing_from_the_experiment():
     assert {"inn.nn", "inn.solvers", "inn.models", "inn.checkpoints", "inn.data.corpora"} <= set(LIBRARY)
-    assert {"inn.experiment.train.loop", "inn.experiment.cli", "inn.experiment.report.stats"} <= set(MODULES) - set(LIBRARY)
-    wrong = {name: sorted(m for m in _imports(name) if m.startswith("inn.experiment"))
-             for name in LIBRARY}
+    assert {"inn.experiment.train.loop", "inn.experiment.cli", "inn.experiment.report.stats"} <= set(MODULES) - set(
+        LIBRARY
+    )
+    wrong = {name: sorted(m for m in _imports(name) if m.startswith("inn.experiment")) for name in LIBRARY}
     assert not {name: found for name, found in wrong.items() if found}

@@ -22,24 +22,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 from inn.data.corpora import read_corpus, read_tagged
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
-from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
 from inn.models import ModelConfig, build_model
 from inn.user_modules import environment_value, from_environment
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = TINY_FEATURES
 TEXT = TINY_TEXT
-CONLLU = ("1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
-          "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n")
-
-
-
+CONLLU = (
+    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
+    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +61,10 @@ def gold(tmp_path) -> Path:
 def test_tag_refuses_to_write_over_its_input_file(model, gold, capsys):
     before = gold.read_bytes()
     assert cli(["tag", str(model), str(gold), "--out", str(gold)]) == 2
-    assert one_line(capsys) == (f"error: --out {gold} is an input file, an input of this command: inn never "
-                                 "writes over its inputs; give another output path")
+    assert one_line(capsys) == (
+        f"error: --out {gold} is an input file, an input of this command: inn never "
+        "writes over its inputs; give another output path"
+    )
     assert gold.read_bytes() == before
 
 
@@ -84,8 +84,10 @@ def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
     system = tmp_path / "system.conllu"
     system.write_text(CONLLU, encoding="utf-8")
     assert cli(["score-text", str(gold), str(system), "--out", str(gold)]) == 2
-    assert one_line(capsys) == (f"error: --out {gold} is the gold file, an input of this command: inn never "
-                                 "writes over its inputs; give another output path")
+    assert one_line(capsys) == (
+        f"error: --out {gold} is the gold file, an input of this command: inn never "
+        "writes over its inputs; give another output path"
+    )
     assert gold.read_text(encoding="utf-8") == CONLLU
 
 
@@ -100,10 +102,25 @@ def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, g
     assert cli(["concat-tables", str(table), "--out", str(table)]) == 2
     assert "is an input table, an input" in one_line(capsys)
     files = tiny_corpus(tmp_path / "raw")
-    assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir", str(tmp_path / "raw")]) == 2
-    assert one_line(capsys) == (f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
-                                 "input of this command: inn never writes over its inputs; give another output path")
+    assert (
+        cli(
+            [
+                "prepare-pos",
+                "--corpus",
+                "c",
+                "--format",
+                "tsv",
+                *[f"--{s}={p}" for s, p in files.items()],
+                "--out-dir",
+                str(tmp_path / "raw"),
+            ]
+        )
+        == 2
+    )
+    assert one_line(capsys) == (
+        f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
+        "input of this command: inn never writes over its inputs; give another output path"
+    )
     assert files["train"].read_text() == TEXT * 3
 
 
@@ -129,19 +146,28 @@ def test_standard_output_on_a_full_device_is_one_line(model, gold):
     """In a process of its own: Python flushes standard output again at exit."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "inn", "tag", str(model), str(gold)], env=env, stdout=full,
-                                stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "inn", "tag", str(model), str(gold)],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines()[-1] == ("error: cannot write standard output: No space left on device; free "
-                                              "some space, then rerun")
+    assert result.stderr.splitlines()[-1] == (
+        "error: cannot write standard output: No space left on device; free some space, then rerun"
+    )
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
 
 
 def test_a_closed_standard_input_is_one_line(model, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", None)  # what Python makes of `<&-`
     assert cli(["tag", str(model), "--input", "text", "--language", "en", "-"]) == 2
-    assert one_line(capsys) == ("error: standard input is closed: give the input as a file, or pipe it in "
-                                 "(... | inn ...)")
+    assert one_line(capsys) == (
+        "error: standard input is closed: give the input as a file, or pipe it in (... | inn ...)"
+    )
 
 
 # --------------------------------------------------------------------------- inputs
@@ -153,8 +179,10 @@ def test_a_fifo_or_device_as_a_corpus_is_named_as_such(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(InnError) as error:
         read_corpus("tsv", {**files, "train": fifo})
-    assert str(error.value) == (f"{fifo} is a named pipe (FIFO), not a regular file: a tagged corpus file is read "
-                                "more than once, so copy it into a file and name that")
+    assert str(error.value) == (
+        f"{fifo} is a named pipe (FIFO), not a regular file: a tagged corpus file is read "
+        "more than once, so copy it into a file and name that"
+    )
     with pytest.raises(InnError, match=r"^/dev/null is a device, not a regular file"):
         read_tagged("/dev/null")
 
@@ -163,10 +191,30 @@ def test_one_file_as_two_splits_is_refused(tmp_path, capsys):
     files = tiny_corpus(tmp_path / "raw")
     with pytest.raises(InnError) as error:
         read_corpus("tsv", {**files, "dev": files["train"], "test": files["train"]}, "mine")
-    assert str(error.value) == (f"corpora.mine.train and corpora.mine.dev are the same file ({files['train']}): a "
-                                "score on it would not measure a held-out split; give each split its own file")
-    assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", "--train", str(files["train"]),
-                "--dev", str(files["dev"]), "--test", str(files["train"]), "--out-dir", str(tmp_path / "out")]) == 2
+    assert str(error.value) == (
+        f"corpora.mine.train and corpora.mine.dev are the same file ({files['train']}): a "
+        "score on it would not measure a held-out split; give each split its own file"
+    )
+    assert (
+        cli(
+            [
+                "prepare-pos",
+                "--corpus",
+                "c",
+                "--format",
+                "tsv",
+                "--train",
+                str(files["train"]),
+                "--dev",
+                str(files["dev"]),
+                "--test",
+                str(files["train"]),
+                "--out-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert one_line(capsys).startswith("error: corpora.c.train and corpora.c.test are the same file")
     assert not (tmp_path / "out").exists()
 
@@ -175,9 +223,18 @@ def test_the_config_check_refuses_one_file_as_two_splits(tmp_path):
     from inn.experiment.config import check_inputs
 
     files = tiny_corpus(tmp_path / "raw")
-    config = {"corpora": {"mine": {"enabled": True, "format": "tsv", "train": str(files["train"]),
-                                   "dev": str(files["dev"]), "test": str(files["dev"])}},
-              "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}}}
+    config = {
+        "corpora": {
+            "mine": {
+                "enabled": True,
+                "format": "tsv",
+                "train": str(files["train"]),
+                "dev": str(files["dev"]),
+                "test": str(files["dev"]),
+            }
+        },
+        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
+    }
     with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev and corpora\.mine\.test are the same file"):
         check_inputs(config)
 
@@ -188,22 +245,43 @@ def test_a_tsv_word_with_whitespace_at_an_end_is_refused(tmp_path, word):
     path.write_text(f"a\tDT\n{word}\tNN\n\n", encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_tagged(path)
-    assert str(error.value) == (f"{path}:2: word {word!r} has whitespace at its start or end: remove it (as it is, "
-                                "it would be a word of its own)")
+    assert str(error.value) == (
+        f"{path}:2: word {word!r} has whitespace at its start or end: remove it (as it is, "
+        "it would be a word of its own)"
+    )
 
 
 def test_a_hidden_size_that_cannot_fit_is_one_line_before_allocation():
     cfg = ModelConfig(task="walks", kind="gru", hidden_size=10**7, num_classes=2, input_dim=4)
-    with pytest.raises(InnError, match=r"^model gru with hidden_size 10000000: its weights alone take [\d,.]+ GiB, "
-                                       r"more than the [\d,.]+ GiB of memory available; choose a smaller hidden_size$"):
+    with pytest.raises(
+        InnError,
+        match=r"^model gru with hidden_size 10000000: its weights alone take [\d,.]+ GiB, "
+        r"more than the [\d,.]+ GiB of memory available; choose a smaller hidden_size$",
+    ):
         build_model(cfg)
 
 
 def test_a_huge_setting_is_not_echoed_whole(tmp_path, pos_dir, capsys):
     value = "x" * 3_000_000
     settings = json.dumps({"training": {"lr": value}})
-    assert cli(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir",
-                str(tmp_path / "run"), "--settings", settings]) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "pos",
+                "--data",
+                str(pos_dir),
+                "--model",
+                "gru",
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--settings",
+                settings,
+            ]
+        )
+        == 2
+    )
     line = one_line(capsys)
     assert len(line) < 600, line[:300]
     assert line.startswith("error: --settings: training.lr: 'xxx") and "characters left out of 3,000,002" in line
@@ -215,18 +293,49 @@ def test_an_out_dir_that_is_a_file_is_named_before_the_corpus_is_read(tmp_path, 
     files["dev"].write_text("not a corpus line\n")  # read first, it would be the error named
     afile = tmp_path / "afile"
     afile.write_text("mine\n")
-    assert cli(["prepare-pos", "--corpus", "c", "--format", "tsv", *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir", str(afile)]) == 2
-    assert one_line(capsys) == (f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created "
-                                 "if missing)")
+    assert (
+        cli(
+            [
+                "prepare-pos",
+                "--corpus",
+                "c",
+                "--format",
+                "tsv",
+                *[f"--{s}={p}" for s, p in files.items()],
+                "--out-dir",
+                str(afile),
+            ]
+        )
+        == 2
+    )
+    assert one_line(capsys) == (
+        f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created if missing)"
+    )
     assert afile.read_text() == "mine\n"
 
 
 def test_settings_and_a_settings_file_together_are_refused(tmp_path, pos_dir, capsys):
     (tmp_path / "s.json").write_text(json.dumps({"training": {"max_epochs": 1}}))
-    assert cli(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir",
-                str(tmp_path / "run"), "--settings", '{"training": {"max_epochs": 2}}',
-                "--settings-file", str(tmp_path / "s.json")]) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "pos",
+                "--data",
+                str(pos_dir),
+                "--model",
+                "gru",
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--settings",
+                '{"training": {"max_epochs": 2}}',
+                "--settings-file",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 2
+    )
     assert one_line(capsys) == "error: --settings and --settings-file both given: give the settings in one of them"
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
@@ -250,10 +359,26 @@ def test_report_names_a_missing_table2_that_runs_tsv_lists(tmp_path, capsys):
     tables = tmp_path / "tables"
     tables.mkdir()
     (tables / "runs.tsv").write_text("task\tdataset\tmodel\tseed\npos\tmine\tgru\t1\npos\tmine\tinn\t1\n")
-    assert cli(["report", "--config-json", "{}", "--schema", str(REPO / "workflow/schemas/config.schema.yaml"),
-                "--tables", str(tables), "--out", str(tmp_path / "index.html")]) == 2
-    assert one_line(capsys) == (f"error: {tables}/table2.tsv is missing, though {tables}/runs.tsv lists 2 tagging "
-                                 f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
+    assert (
+        cli(
+            [
+                "report",
+                "--config-json",
+                "{}",
+                "--schema",
+                str(REPO / "workflow/schemas/config.schema.yaml"),
+                "--tables",
+                str(tables),
+                "--out",
+                str(tmp_path / "index.html"),
+            ]
+        )
+        == 2
+    )
+    assert one_line(capsys) == (
+        f"error: {tables}/table2.tsv is missing, though {tables}/runs.tsv lists 2 tagging "
+        f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}"
+    )
     assert not (tmp_path / "index.html").exists()
 
 
@@ -262,9 +387,21 @@ def test_the_config_check_names_a_fifo_without_reading_it(tmp_path):
 
     files = tiny_corpus(tmp_path / "raw")
     os.mkfifo(tmp_path / "dev.fifo")
-    config = {"corpora": {"mine": {"enabled": True, "format": "tsv", "train": str(files["train"]),
-                                   "dev": str(tmp_path / "dev.fifo"), "test": str(files["test"])}},
-              "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}}}
-    with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev: .*dev\.fifo: .*dev\.fifo is a named pipe \(FIFO\), "
-                                       r"not a regular file"):
+    config = {
+        "corpora": {
+            "mine": {
+                "enabled": True,
+                "format": "tsv",
+                "train": str(files["train"]),
+                "dev": str(tmp_path / "dev.fifo"),
+                "test": str(files["test"]),
+            }
+        },
+        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
+    }
+    with pytest.raises(
+        InnError,
+        match=r"^config: corpora\.mine\.dev: .*dev\.fifo: .*dev\.fifo is a named pipe \(FIFO\), "
+        r"not a regular file",
+    ):
         check_inputs(config)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_workflow import REPO, snakemake
 
 GUIDE = REPO / "docs" / "library.md"
@@ -22,7 +21,7 @@ QUICK_TARGETS = ("results/taggers/pos/ptb_sample/inn/seed1/tagger.pt", "results/
 
 #: Runs one block of the guide statement by statement; a statement whose comment (on its line, or alone
 #: on the next) is a Python literal must evaluate to it. Prints how many it checked.
-HARNESS = r'''
+HARNESS = r"""
 import ast, io, sys, tokenize
 source, first_line = sys.argv[1], int(sys.argv[2])
 comments = {token.start[0]: (token.string[1:].strip(), token.line.strip().startswith("#"))
@@ -40,10 +39,11 @@ for node in ast.parse(source).body:
         exec(compile(ast.Module([node], []), "library.md", "exec"), namespace)
         continue
     value = eval(compile(ast.Expression(node.value), "library.md", "eval"), namespace)
-    assert value == expected, f"library.md line {first_line + node.lineno - 1}: {value!r}, the comment says {expected!r}"
+    line = first_line + node.lineno - 1
+    assert value == expected, f"library.md line {line}: {value!r}, the comment says {expected!r}"
     checked += 1
 print(checked)
-'''
+"""
 
 
 def guide_blocks(language: str, section: str) -> list[tuple[int, str]]:
@@ -51,10 +51,12 @@ def guide_blocks(language: str, section: str) -> list[tuple[int, str]]:
     text = GUIDE.read_text(encoding="utf-8")
     start = text.index(f"\n## {section}\n")
     end = text.find("\n## ", start + 1)
-    body = text[start:end if end > 0 else None]
+    body = text[start : end if end > 0 else None]
     offset = text[:start].count("\n") + 1
-    return [(offset + body[:m.start(1)].count("\n"), m.group(1))
-            for m in re.finditer(rf"```{language}\n(.*?)```", body, re.S)]
+    return [
+        (offset + body[: m.start(1)].count("\n"), m.group(1))
+        for m in re.finditer(rf"```{language}\n(.*?)```", body, re.S)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,9 @@ def test_the_library_blocks_are_found():
 def test_the_harness_fails_on_a_wrong_comment(tmp_path):
     """The check itself: a comment that is not what the line gives stops the block, naming the line."""
     source = "x = [1, 2]\nx + [3]   # [1, 2, 3]\nlen(x)\n          # 3\n"
-    result = subprocess.run([sys.executable, "-c", HARNESS, source, "10"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", HARNESS, source, "10"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 1 and "library.md line 12: 2, the comment says 3" in result.stderr
 
 
@@ -89,8 +92,13 @@ def test_the_harness_fails_on_a_wrong_comment(tmp_path):
 @pytest.mark.parametrize("index", [0, 1])
 def test_the_library_examples_run_after_the_quick_start(quick_start, index):
     first_line, source = guide_blocks("python", "Use")[index]
-    result = subprocess.run([sys.executable, "-c", HARNESS, source, str(first_line)], cwd=quick_start,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", HARNESS, source, str(first_line)],
+        cwd=quick_start,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     if index == 0:  # the tags it shows are checked: the quick tagger's
         assert int(result.stdout.split()[-1]) >= 1

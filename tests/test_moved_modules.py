@@ -14,8 +14,11 @@ import pytest
 from inn._moved import MOVED
 
 #: stage package (the old module's path) -> the module its old code moved to
-STAGES = {"inn.experiment.train": "inn.experiment.train.loop", "inn.experiment.timing": "inn.experiment.timing.fits",
-          "inn.experiment.report": "inn.experiment.report.html"}
+STAGES = {
+    "inn.experiment.train": "inn.experiment.train.loop",
+    "inn.experiment.timing": "inn.experiment.timing.fits",
+    "inn.experiment.report": "inn.experiment.report.html",
+}
 
 
 @pytest.mark.parametrize("old, new", sorted(MOVED.items()))
@@ -42,7 +45,7 @@ def test_a_stage_package_gives_the_names_of_the_old_module_it_replaced(package, 
     names = [name for name in vars(module) if not name.startswith("__") and name not in own]
     assert names and all(getattr(stage, name) is getattr(module, name) for name in names)
     with pytest.raises(AttributeError):
-        stage.no_such_name
+        _ = stage.no_such_name
 
 
 def test_the_old_imports_of_the_docs_and_tests_still_work():

@@ -42,17 +42,50 @@ def _tokens(sentences):
 def test_ud_writes_brackets_and_quotes_as_written():
     text = 'He said "hi" (twice) [ok] and “bye”.'
     (sentence,) = Tokenizer("ud", VOCABULARY).split(text)
-    assert _words([sentence]) == [[(f, f) for f in ["He", "said", '"', "hi", '"', "(", "twice", ")", "[", "ok", "]",
-                                                    "and", "“", "bye", "”", "."]]]
+    assert _words([sentence]) == [
+        [(f, f) for f in ["He", "said", '"', "hi", '"', "(", "twice", ")", "[", "ok", "]", "and", "“", "bye", "”", "."]]
+    ]
 
 
 def test_ptb_escapes_brackets_and_quotes_for_the_model_only():
     text = 'He said "hi" (twice) {ok} and “bye”.'
     (sentence,) = Tokenizer("ptb", VOCABULARY).split(text)
-    assert [w.form for w in sentence.words] == ["He", "said", '"', "hi", '"', "(", "twice", ")", "{", "ok", "}",
-                                                "and", "“", "bye", "”", "."]
-    assert [w.model_form for w in sentence.words] == ["He", "said", "``", "hi", "''", "-LRB-", "twice", "-RRB-",
-                                                      "-LCB-", "ok", "-RCB-", "and", "``", "bye", "''", "."]
+    assert [w.form for w in sentence.words] == [
+        "He",
+        "said",
+        '"',
+        "hi",
+        '"',
+        "(",
+        "twice",
+        ")",
+        "{",
+        "ok",
+        "}",
+        "and",
+        "“",
+        "bye",
+        "”",
+        ".",
+    ]
+    assert [w.model_form for w in sentence.words] == [
+        "He",
+        "said",
+        "``",
+        "hi",
+        "''",
+        "-LRB-",
+        "twice",
+        "-RRB-",
+        "-LCB-",
+        "ok",
+        "-RCB-",
+        "and",
+        "``",
+        "bye",
+        "''",
+        ".",
+    ]
 
 
 def test_ptb_brackets_are_read_as_the_escapes_training_saw():
@@ -61,8 +94,20 @@ def test_ptb_brackets_are_read_as_the_escapes_training_saw():
     its kind that the vocabulary holds, and as the Penn Treebank's own when it holds none."""
     text = "See [ok] and {ok} (ok)."
     braces = Tokenizer("ptb", VOCABULARY + ["-LRB-", "-RRB-", "-LCB-", "-RCB-"]).split(text)
-    assert [w.model_form for w in braces[0].words] == ["See", "-LCB-", "ok", "-RCB-", "and", "-LCB-", "ok", "-RCB-",
-                                                       "-LRB-", "ok", "-RRB-", "."]
+    assert [w.model_form for w in braces[0].words] == [
+        "See",
+        "-LCB-",
+        "ok",
+        "-RCB-",
+        "and",
+        "-LCB-",
+        "ok",
+        "-RCB-",
+        "-LRB-",
+        "ok",
+        "-RRB-",
+        ".",
+    ]
     assert [w.form for w in braces[0].words] == ["See", "[", "ok", "]", "and", "{", "ok", "}", "(", "ok", ")", "."]
     round_only = ptb_escapes(["-lrb-", "-rrb-"])
     assert (round_only["["], round_only["}"]) == ("-LRB-", "-RRB-")
@@ -70,15 +115,20 @@ def test_ptb_brackets_are_read_as_the_escapes_training_saw():
     assert ptb_escapes(VOCABULARY) == PTB_ESCAPES
 
 
-@pytest.mark.parametrize("text, tokens", [
-    ("I'm sure you don't.", [["I", "'m"], ["sure"], ["you"], ["do", "n't"], ["."]]),
-    ("It’s fine, isn’t it?", [["It", "’s"], ["fine"], [","], ["is", "n’t"], ["it"], ["?"]]),
-    ("We can't, I cannot.", [["We"], ["ca", "n't"], [","], ["I"], ["can", "not"], ["."]]),
-    ("gonna see John's and the parents' cars", [["gon", "na"], ["see"], ["John", "'s"], ["and"], ["the"],
-                                                ["parents", "'"], ["cars"]]),
-    ("They'll say we've dont", [["They", "'ll"], ["say"], ["we", "'ve"], ["do", "nt"]]),
-    ("she said 'no' twice", [["she"], ["said"], ["'"], ["no"], ["'"], ["twice"]]),
-])
+@pytest.mark.parametrize(
+    "text, tokens",
+    [
+        ("I'm sure you don't.", [["I", "'m"], ["sure"], ["you"], ["do", "n't"], ["."]]),
+        ("It’s fine, isn’t it?", [["It", "’s"], ["fine"], [","], ["is", "n’t"], ["it"], ["?"]]),
+        ("We can't, I cannot.", [["We"], ["ca", "n't"], [","], ["I"], ["can", "not"], ["."]]),
+        (
+            "gonna see John's and the parents' cars",
+            [["gon", "na"], ["see"], ["John", "'s"], ["and"], ["the"], ["parents", "'"], ["cars"]],
+        ),
+        ("They'll say we've dont", [["They", "'ll"], ["say"], ["we", "'ve"], ["do", "nt"]]),
+        ("she said 'no' twice", [["she"], ["said"], ["'"], ["no"], ["'"], ["twice"]]),
+    ],
+)
 def test_ud_clitics_are_multiword_tokens(text, tokens):
     (sentence,) = Tokenizer("ud", VOCABULARY).split(text)
     assert _tokens([sentence]) == [tokens]
@@ -92,10 +142,11 @@ def test_a_line_break_inside_a_paragraph_tokenizes_as_a_space(convention):
     wrapped = "So I'm\ngoing home and it's\r\nlate, isn't\tit? We can\nnot stay.\n"
     spaced = re.sub(r"\s", " ", wrapped)
     assert _tokens(tokenizer.split(wrapped)) == _tokens(tokenizer.split(spaced))
-    assert _tokens(tokenizer.split(wrapped))[0][1:3] == ([["I", "'m"], ["going"]] if convention == "ud"
-                                                         else [["I"], ["'m"]])
+    assert _tokens(tokenizer.split(wrapped))[0][1:3] == (
+        [["I", "'m"], ["going"]] if convention == "ud" else [["I"], ["'m"]]
+    )
     for sentence in tokenizer.split(wrapped):
-        assert all(wrapped[w.start:w.end] == w.form for w in sentence.words)
+        assert all(wrapped[w.start : w.end] == w.form for w in sentence.words)
 
 
 @pytest.mark.parametrize("unit", ["a", "-"])
@@ -125,19 +176,54 @@ def test_ptb_clitics_are_tokens_of_their_own():
 
 
 def test_ud_hyphens_slashes_urls_emoticons_and_punctuation_runs():
-    text = ("A search-engine and e-mail, a non-profit and 15-year plan w/it and/or mail me@x.org or see "
-            "http://x.org/a-b?c=1 :) now!!! Really?!")
+    text = (
+        "A search-engine and e-mail, a non-profit and 15-year plan w/it and/or mail me@x.org or see "
+        "http://x.org/a-b?c=1 :) now!!! Really?!"
+    )
     tokens = [t.form for s in Tokenizer("ud", VOCABULARY).split(text) for t in s.tokens]
-    assert tokens == ["A", "search", "-", "engine", "and", "e-mail", ",", "a", "non-profit", "and", "15", "-", "year",
-                      "plan", "w/", "it", "and", "/", "or", "mail", "me@x.org", "or", "see", "http://x.org/a-b?c=1",
-                      ":)", "now", "!!!", "Really", "?!"]
+    assert tokens == [
+        "A",
+        "search",
+        "-",
+        "engine",
+        "and",
+        "e-mail",
+        ",",
+        "a",
+        "non-profit",
+        "and",
+        "15",
+        "-",
+        "year",
+        "plan",
+        "w/",
+        "it",
+        "and",
+        "/",
+        "or",
+        "mail",
+        "me@x.org",
+        "or",
+        "see",
+        "http://x.org/a-b?c=1",
+        ":)",
+        "now",
+        "!!!",
+        "Really",
+        "?!",
+    ]
 
 
 def test_sentences_abbreviations_and_paragraphs():
     text = "Mr. Smith arrived at 5 p.m. today. He left!! Did he?\nYes, he did.\n\n \nA new paragraph"
     sentences = Tokenizer("ud", VOCABULARY).split(text)
-    assert [s.text for s in sentences] == ["Mr. Smith arrived at 5 p.m. today.", "He left!!", "Did he?",
-                                           "Yes, he did.", "A new paragraph"]
+    assert [s.text for s in sentences] == [
+        "Mr. Smith arrived at 5 p.m. today.",
+        "He left!!",
+        "Did he?",
+        "Yes, he did.",
+        "A new paragraph",
+    ]
     assert [s.new_paragraph for s in sentences] == [True, False, False, False, True]
 
 
@@ -146,9 +232,9 @@ def test_offsets_are_the_text_slices_and_cover_every_character():
     sentences = Tokenizer("ud", VOCABULARY).split(text)
     for sentence in sentences:
         for token in sentence.tokens:
-            assert text[token.start:token.end] == token.form
+            assert text[token.start : token.end] == token.form
             for word in token.words:
-                assert text[word.start:word.end] == word.form
+                assert text[word.start : word.end] == word.form
     covered = "".join(token.form for s in sentences for token in s.tokens)
     assert covered == "".join(text.split())
 
@@ -157,11 +243,12 @@ def test_conllu_output_keeps_the_text_recoverable():
     text = "I'm here (again), aren't I?  Yes.\nWe're fine!\n\nNext: the cat's bowl."
     sentences = Tokenizer("ud", VOCABULARY).split(text)
     out = write_text(raw_to_conllu(sentences, doc_id="doc1"), [["X"] * len(s.words) for s in sentences], "conllu")
-    assert out.startswith("# newdoc id = doc1\n# newpar\n# sent_id = 1\n# text = I'm here (again), aren't I?\n"
-                          "1-2\tI'm\t")
+    assert out.startswith(
+        "# newdoc id = doc1\n# newpar\n# sent_id = 1\n# text = I'm here (again), aren't I?\n1-2\tI'm\t"
+    )
     assert "\n1\tI\t_\t_\tX\t" in out and "\n2\t'm\t_\t_\tX\t" in out
     for sentence in read_conllu_text(out, "out"):  # # text = the tokens' forms, a space unless SpaceAfter=No
-        said = next(f[0] for f in sentence.lines if f[0].startswith("# text = "))[len("# text = "):]
+        said = next(f[0] for f in sentence.lines if f[0].startswith("# text = "))[len("# text = ") :]
         rebuilt, skip = "", 0
         for fields in sentence.lines:
             if len(fields) == 1:
@@ -218,16 +305,19 @@ def test_gold_against_itself_scores_100():
     assert _counts(scores["Tokens"]) == (5, 5, 5) and _counts(scores["Words"]) == (6, 6, 6)
 
 
-@pytest.mark.parametrize("gold, system, words", [
-    # counted by hand: words aligned by span, or by their forms' LCS inside a multiword span
-    (["abc a b c"], ["a", "b", "c"], 3),
-    (["a", "bc b c", "d"], ["a", "b", "c", "d"], 4),
-    (["abcd a b c d"], ["ab a b", "cd c d"], 4),
-    (["abcd"], ["a", "b", "c", "d"], 0),
-    (["a", "bc", "d"], ["a", "b", "c", "d"], 2),
-    (["a", "bc b c", "d"], ["a", "b", "cd"], 2),
-    (["abc a BX c", "def d EX f"], ["ab a b", "cd c d", "ef e f"], 4),
-])
+@pytest.mark.parametrize(
+    "gold, system, words",
+    [
+        # counted by hand: words aligned by span, or by their forms' LCS inside a multiword span
+        (["abc a b c"], ["a", "b", "c"], 3),
+        (["a", "bc b c", "d"], ["a", "b", "c", "d"], 4),
+        (["abcd a b c d"], ["ab a b", "cd c d"], 4),
+        (["abcd"], ["a", "b", "c", "d"], 0),
+        (["a", "bc", "d"], ["a", "b", "c", "d"], 2),
+        (["a", "bc b c", "d"], ["a", "b", "cd"], 2),
+        (["abc a BX c", "def d EX f"], ["ab a b", "cd c d", "ef e f"], 4),
+    ],
+)
 def test_words_align_as_the_shared_task_aligns_them(gold, system, words):
     scores = score_texts(_conllu([gold]), _conllu([system]))
     n_gold = sum(max(1, len(t.split(" ")) - 1) for t in gold)
@@ -241,10 +331,10 @@ def test_tokens_sentences_and_tags_with_a_multiword_token_and_other_sentence_bre
     # the clitic as two tokens, one sentence for two, a wrong tag and a split "left" -> "le" "ft"
     system = _conllu([["Do/VBP", "n't/RB", "go/VBP", "./.", "Kim/NNP", "le/VBD", "ft/VBD", "./."]])
     scores = score_texts(gold, system)
-    assert _counts(scores["Tokens"]) == (4, 6, 8)            # go . Kim . (not Don't, left)
-    assert _counts(scores["Sentences"]) == (0, 2, 1)         # starts together, ends elsewhere
-    assert _counts(scores["Words"]) == (6, 7, 8)             # Do n't (LCS, lowercased) go . Kim .
-    assert _counts(scores["XPOS"]) == (5, 7, 8)              # go/VBP is wrong
+    assert _counts(scores["Tokens"]) == (4, 6, 8)  # go . Kim . (not Don't, left)
+    assert _counts(scores["Sentences"]) == (0, 2, 1)  # starts together, ends elsewhere
+    assert _counts(scores["Words"]) == (6, 7, 8)  # Do n't (LCS, lowercased) go . Kim .
+    assert _counts(scores["XPOS"]) == (5, 7, 8)  # go/VBP is wrong
     assert scores["XPOS"].f1 == pytest.approx(200 * 5 / 15)
     assert scores["XPOS"].aligned_accuracy == pytest.approx(100 * 5 / 6)
     three = _conllu([["Do/VBP", "n't/RB", "go/VB", "./."], ["Kim/NNP"], ["left/VBD", "./."]])
@@ -258,19 +348,24 @@ def test_columns_a_file_leaves_empty_are_named_not_scored():
     from inn.conll18 import evaluate, read_ud, unscored
 
     gold = read_ud(_conllu([["Kim/NNP", "left/VBD"]]))
-    xpos_only = read_ud(_conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\t_\tNNP")
-                        .replace("\tVBD\tVBD", "\t_\tVBD"))
-    upos_only = read_ud(_conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\tPROPN\t_")
-                        .replace("\tVBD\tVBD", "\tVERB\t_"))
+    xpos_only = read_ud(
+        _conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\t_\tNNP").replace("\tVBD\tVBD", "\t_\tVBD")
+    )
+    upos_only = read_ud(
+        _conllu([["Kim/NNP", "left/VBD"]]).replace("\tNNP\tNNP", "\tPROPN\t_").replace("\tVBD\tVBD", "\tVERB\t_")
+    )
     assert unscored(gold, gold) == {}
     assert evaluate(gold, xpos_only)["UPOS"].f1 == 0.0
-    assert unscored(gold, xpos_only) == {"UPOS": "the system file gives no UPOS (every word's is _): its row is 0 "
-                                                 "by construction"}
-    assert unscored(xpos_only, gold) == {"UPOS": "the gold file gives no UPOS (every word's is _): its row is 0 by "
-                                                 "construction"}
+    assert unscored(gold, xpos_only) == {
+        "UPOS": "the system file gives no UPOS (every word's is _): its row is 0 by construction"
+    }
+    assert unscored(xpos_only, gold) == {
+        "UPOS": "the gold file gives no UPOS (every word's is _): its row is 0 by construction"
+    }
     assert evaluate(upos_only, upos_only)["XPOS"].f1 == 100.0
-    assert unscored(upos_only, upos_only) == {"XPOS": "neither file gives XPOS: its row counts _ against _, the "
-                                                      "Words row again"}
+    assert unscored(upos_only, upos_only) == {
+        "XPOS": "neither file gives XPOS: its row counts _ against _, the Words row again"
+    }
 
 
 def test_another_text_is_refused_naming_where_it_differs():
@@ -288,14 +383,39 @@ def tagger_file(tmp_path_factory, ewt_dir):
     train_file = root / "train.conllu"
     blocks = (ewt_dir / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").split("\n\n")
     train_file.write_text("\n\n".join(blocks[:300]) + "\n\n", encoding="utf-8")
-    source = {"tags": "xpos", "train": str(train_file), "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-              "test": str(ewt_dir / "en_ewt-ud-test.conllu")}
-    prepare_pos("conllu", source, root / "data", "ewt", language="en", max_words=2000, max_affixes=200,
-                word_dim=8, affix_dim=2)
-    train("pos", root / "data", "bilstm", root / "bilstm", TrainConfig(max_train=300, max_dev=50, max_epochs=1),
-          {"hidden_size": 8}, device="cpu", meta={"dataset": "ewt", "seed": 1, "scale": "test"})
-    assert main(["export-tagger", "--checkpoint", str(root / "bilstm" / "checkpoint.pt"), "--data",
-                 str(root / "data"), "--out", str(root / "tagger.pt")]) == 0
+    source = {
+        "tags": "xpos",
+        "train": str(train_file),
+        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
+        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
+    }
+    prepare_pos(
+        "conllu", source, root / "data", "ewt", language="en", max_words=2000, max_affixes=200, word_dim=8, affix_dim=2
+    )
+    train(
+        "pos",
+        root / "data",
+        "bilstm",
+        root / "bilstm",
+        TrainConfig(max_train=300, max_dev=50, max_epochs=1),
+        {"hidden_size": 8},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
+    )
+    assert (
+        main(
+            [
+                "export-tagger",
+                "--checkpoint",
+                str(root / "bilstm" / "checkpoint.pt"),
+                "--data",
+                str(root / "data"),
+                "--out",
+                str(root / "tagger.pt"),
+            ]
+        )
+        == 0
+    )
     return root / "tagger.pt"
 
 
@@ -321,8 +441,24 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     raw = tmp_path / "raw.txt"
     assert main(["conllu-text", str(gold), "--out", str(raw)]) == 0
     out, metrics = tmp_path / "tagged.conllu", tmp_path / "m.json"
-    assert main(["tag", str(tagger_file), "--input", "text", str(raw), "--gold", str(gold), "--out", str(out),
-                 "--metrics", str(metrics)]) == 0
+    assert (
+        main(
+            [
+                "tag",
+                str(tagger_file),
+                "--input",
+                "text",
+                str(raw),
+                "--gold",
+                str(gold),
+                "--out",
+                str(out),
+                "--metrics",
+                str(metrics),
+            ]
+        )
+        == 0
+    )
     scores = json.loads(metrics.read_text())
     assert scores["conll18"]["Words"]["f1"] > 95 and scores["tokens_per_second"] > 0
     caplog.set_level(logging.WARNING)
@@ -332,21 +468,38 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     assert re.search(r"^Words\s+\|", table, re.M)
     # an XPOS tagger's UPOS row is 0 by construction, and says so
     assert [r.getMessage() for r in caplog.records] == [
-        "UPOS: the system file gives no UPOS (every word's is _): its row is 0 by construction"]
+        "UPOS: the system file gives no UPOS (every word's is _): its row is 0 by construction"
+    ]
     caplog.clear()
     assert main(["score-text", str(out), str(gold)]) == 0 and capsys.readouterr().out
     assert [r.getMessage() for r in caplog.records] == [
         "UPOS: the gold file gives no UPOS (every word's is _): its row is 0 by construction; are the files in the "
-        "order GOLD SYSTEM?"]
+        "order GOLD SYSTEM?"
+    ]
     again = json.loads((tmp_path / "s.json").read_text())
     assert again["unscored"] == {
-        "UPOS": "the system file gives no UPOS (every word's is _): its row is 0 by construction"}
+        "UPOS": "the system file gives no UPOS (every word's is _): its row is 0 by construction"
+    }
     # a gold file without the tagger's column: the one tag score inn tag gives says it measures nothing
     no_xpos = tmp_path / "no_xpos.conllu"
     no_xpos.write_text(re.sub(r"^(\d+\t(?:[^\t]*\t){3})[^\t]*", r"\1_", gold_text, flags=re.M), encoding="utf-8")
     caplog.clear()
-    assert main(["tag", str(tagger_file), "--input", "text", str(raw), "--gold", str(no_xpos), "--out",
-                 str(tmp_path / "again.conllu")]) == 0
+    assert (
+        main(
+            [
+                "tag",
+                str(tagger_file),
+                "--input",
+                "text",
+                str(raw),
+                "--gold",
+                str(no_xpos),
+                "--out",
+                str(tmp_path / "again.conllu"),
+            ]
+        )
+        == 0
+    )
     assert "XPOS F1 below measures nothing: the gold file gives no XPOS (every word's is _)" in caplog.text
     assert again["XPOS"]["f1"] == pytest.approx(scores["conll18"]["XPOS"]["f1"])
     assert main(["score-text", str(gold), str(gold)]) == 0
@@ -375,11 +528,15 @@ def test_refusals_and_warnings(tmp_path, tagger_file, ewt_dir, capsys, caplog):
     assert "give --input text" in caplog.text
     caplog.clear()
     french = tmp_path / "fr.txt"
-    french.write_text("Les grenouilles sautillent joyeusement près des étangs verdoyants où dorment quelques "
-                      "libellules dorées. " * 10, encoding="utf-8")
+    french.write_text(
+        "Les grenouilles sautillent joyeusement près des étangs verdoyants où dorment quelques "
+        "libellules dorées. " * 10,
+        encoding="utf-8",
+    )
     assert main(["tag", str(tagger_file), "--input", "text", str(french), "--out", str(tmp_path / "o")]) == 0
-    assert re.search(r"\d+\.\d% of the \d+ words are unseen .* \(its dev set's \d+\.\d%\): the text looks foreign",
-                     caplog.text)
+    assert re.search(
+        r"\d+\.\d% of the \d+ words are unseen .* \(its dev set's \d+\.\d%\): the text looks foreign", caplog.text
+    )
 
 
 def test_accuracy_names_tags_outside_the_tag_set_and_the_unseen_share(tmp_path, tagger_file, ewt_dir, capsys, caplog):
@@ -390,8 +547,12 @@ def test_accuracy_names_tags_outside_the_tag_set_and_the_unseen_share(tmp_path, 
     path.write_text(gold, encoding="utf-8")
     caplog.set_level(logging.INFO)
     metrics = tmp_path / "m.json"
-    assert main(["tag", str(tagger_file), str(path), "--accuracy", "--metrics", str(metrics), "--out",
-                 str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            ["tag", str(tagger_file), str(path), "--accuracy", "--metrics", str(metrics), "--out", str(tmp_path / "o")]
+        )
+        == 0
+    )
     scores = json.loads(metrics.read_text())
     assert scores["tags_outside"] == {"NOTATAG": 20} and scores["outside_tokens"] == 20
     assert scores["unseen_share"] == pytest.approx(scores["unseen_tokens"] / scores["tokens"])

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import REPO, SNAKEMAKE
 
 from inn.errors import InnError
 from inn.experiment.collect import main as collect_main
 from inn.experiment.config import load_schema, validate_config
 from inn.models import MODELS, ROLES, ModelConfig, ModelSpec, build_model, model_with_role, register
 from inn.tables import read_tsv, write_tsv
-from test_workflow import REPO, SNAKEMAKE
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 
@@ -29,7 +29,8 @@ def test_the_schemas_model_lists_are_the_registrys():
     models = load_schema(SCHEMA)["properties"]["models"]["properties"]
     for task in ("pos", "walks"):
         assert models[task]["properties"]["run"]["items"]["enum"] == [
-            name for name, spec in MODELS.items() if task in spec.tasks]
+            name for name, spec in MODELS.items() if task in spec.tasks
+        ]
 
 
 #: a model the experiments do not have: a unidirectional GRU of the POS baselines' size, under its own name
@@ -46,28 +47,50 @@ def test_a_model_registered_alone_runs_through_the_workflow(tmp_path, tiny_confi
     tiny_config["models"]["walks"]["run"] = []
     tiny_config["corpora"]["ewt"]["enabled"] = False
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(tiny_config))
-    command = SNAKEMAKE[3:] + ["-n", "--cores", "1", "--directory", str(tmp_path),
-                               "--configfile", str(tmp_path / "config.yaml")]
+    command = SNAKEMAKE[3:] + [
+        "-n",
+        "--cores",
+        "1",
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+    ]
     script = REGISTER + f"import sys\nfrom snakemake.cli import main\nsys.argv = ['snakemake', *{command!r}]\nmain()\n"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
     assert "results/train/pos/ptb_sample/gru_wide/seed1/checkpoint.pt" in out
     assert "results/eval/pos/ptb_sample/gru_wide/seed1/metrics.json" in out
     assert "results/timing/pos/ptb_sample/gru_wide/seed1.tsv" in out
     # Without the entry the same config is refused by the schema, naming the key.
-    plain = subprocess.run([sys.executable, "-c", script.replace(REGISTER, "")], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
+    plain = subprocess.run(
+        [sys.executable, "-c", script.replace(REGISTER, "")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert plain.returncode != 0 and "models.pos.run.1: 'gru_wide' is not one of" in plain.stdout + plain.stderr
 
 
 def test_a_registered_model_builds_and_tags():
     spec = register(ModelSpec("bigru_test", "BiGRU (test)", "gru", bidirectional=True, sizes={"pos": ()}))
     try:
-        cfg = ModelConfig(task="pos", kind=spec.name, hidden_size=5, num_classes=3, word_vocab=10,
-                          affix_vocab=(4,) * 6, word_dim=4, affix_dim=2)
+        cfg = ModelConfig(
+            task="pos",
+            kind=spec.name,
+            hidden_size=5,
+            num_classes=3,
+            word_vocab=10,
+            affix_vocab=(4,) * 6,
+            word_dim=4,
+            affix_dim=2,
+        )
         model = build_model(cfg)
         assert model.rnn.output_size == 10 and not cfg.implicit
     finally:
@@ -85,32 +108,52 @@ def registry():
 def _collect(root: Path, *runs: tuple) -> Path:
     """Tables of fake runs (test_report.fake_run: task, dataset, model, seed, test score, dev
     scores, metrics), with a floor for the walks at b = 0.5 and 1."""
-    from test_report import UNITS, PER_UNIT, fake_predictions, fake_run
+    from test_report import PER_UNIT, UNITS, fake_predictions, fake_run
 
     files = [fake_run(root, *run[:6], **(run[6] if len(run) > 6 else {})) for run in runs]
     floors = []
     for dataset, error in (("b0.5", 0.1), ("b1", 0.05)):
         folder = root / "data" / "walks" / dataset
         folder.mkdir(parents=True)
-        write_tsv(folder / "floor.tsv", pd.DataFrame([{"b": float(dataset[1:]), "bayes_error": error,
-                                                        "sequences": UNITS, "steps": UNITS * PER_UNIT}]))
+        write_tsv(
+            folder / "floor.tsv",
+            pd.DataFrame(
+                [{"b": float(dataset[1:]), "bayes_error": error, "sequences": UNITS, "steps": UNITS * PER_UNIT}]
+            ),
+        )
         write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
         floors.append(folder)
     out = root / "tables"
-    collect_main(["--metrics", *[str(m) for m, _ in files], "--histories", *[str(h) for _, h in files],
-                  "--predictions", *[str(m.parent / "predictions.tsv") for m, _ in files],
-                  "--floors", *[str(f / "floor.tsv") for f in floors],
-                  "--floor-predictions", *[str(f / "floor_predictions.tsv") for f in floors],
-                  "--corpora", "ewt", "--out-dir", str(out)])
+    collect_main(
+        [
+            "--metrics",
+            *[str(m) for m, _ in files],
+            "--histories",
+            *[str(h) for _, h in files],
+            "--predictions",
+            *[str(m.parent / "predictions.tsv") for m, _ in files],
+            "--floors",
+            *[str(f / "floor.tsv") for f in floors],
+            "--floor-predictions",
+            *[str(f / "floor_predictions.tsv") for f in floors],
+            "--corpora",
+            "ewt",
+            "--out-dir",
+            str(out),
+        ]
+    )
     return out
 
 
 #: walks at two b and tagging: the INN, a model of one's own, the b-LSTM sweep and the BiGRU
-RUNS = [("walks", b, model, 1, error, [error])
-        for b, scores in (("b0.5", (0.12, 0.13, 0.15)), ("b1", (0.06, 0.065, 0.07)))
-        for model, error in zip(("inn", "mine", "bilstm-h100"), scores)] + [
-    ("pos", "ewt", model, 1, accuracy, [accuracy]) for model, accuracy in (("inn", 93.5), ("mine", 93.0),
-                                                                           ("bigru", 92.5))]
+RUNS = [
+    ("walks", b, model, 1, error, [error])
+    for b, scores in (("b0.5", (0.12, 0.13, 0.15)), ("b1", (0.06, 0.065, 0.07)))
+    for model, error in zip(("inn", "mine", "bilstm-h100"), scores)
+] + [
+    ("pos", "ewt", model, 1, accuracy, [accuracy])
+    for model, accuracy in (("inn", 93.5), ("mine", 93.0), ("bigru", 92.5))
+]
 
 
 def test_a_model_of_ones_own_gets_columns_rows_and_comparisons_but_no_verdict(tmp_path, registry):
@@ -119,26 +162,49 @@ def test_a_model_of_ones_own_gets_columns_rows_and_comparisons_but_no_verdict(tm
     from inn.experiment.report import table1_figure
     from inn.experiment.views import table1_view
 
-    register(ModelSpec("mine", "Mine (not in the paper)", "implicit_gru", bidirectional=True, implicit=True,
-                       in_paper=False, short="mine", sizes={"walks": ("inn_hidden_size",)}))
+    register(
+        ModelSpec(
+            "mine",
+            "Mine (not in the paper)",
+            "implicit_gru",
+            bidirectional=True,
+            implicit=True,
+            in_paper=False,
+            short="mine",
+            sizes={"walks": ("inn_hidden_size",)},
+        )
+    )
     tables = _collect(tmp_path, *RUNS)
     table1 = read_tsv(tables / "table1.tsv")
     groups = [c.removesuffix("_error") for c in table1.columns if c.endswith("_error") and "paper" not in c]
     assert groups == ["inn", "inn_lstm", "mine", "bilstm"]
     assert table1.set_index("b").loc[0.5, "mine_error"] == pytest.approx(0.13)
     headers = [name for name, _ in table1_view(table1).columns]
-    assert headers[2:8] == ["INN error", "INN excess [95% CI]", "mine error", "mine excess [95% CI]",
-                            "b-LSTM error", "b-LSTM excess [95% CI]"]
+    assert headers[2:8] == [
+        "INN error",
+        "INN excess [95% CI]",
+        "mine error",
+        "mine excess [95% CI]",
+        "b-LSTM error",
+        "b-LSTM excess [95% CI]",
+    ]
     assert "paper: INN" in headers and "b-LSTM size (best on dev)" in headers
     comparisons = read_tsv(tables / "comparisons.tsv")
     pairs = {(r.dataset, r.model, r.baseline) for r in comparisons.itertuples()}
-    assert {("b0.5", "mine", "bayes"), ("b0.5", "mine", "bilstm-h100"), ("ewt", "mine", "bigru"),
-            ("ewt", "mine", "inn")} <= pairs
+    assert {
+        ("b0.5", "mine", "bayes"),
+        ("b0.5", "mine", "bilstm-h100"),
+        ("ewt", "mine", "bigru"),
+        ("ewt", "mine", "inn"),
+    } <= pairs
     verdict = read_tsv(tables / "verdict.tsv")
     assert set(verdict.model) == {"inn"} and set(verdict.baseline) == {"bilstm-h100", "bigru", "bilstm"}
-    assert verdict.claim.tolist() == ["INN error below the b-LSTM's (b = 0.5)", "INN error below the b-LSTM's (b = 1)",
-                                      "INN accuracy above the Bidirectional GRU's (ewt)",
-                                      "INN error below the b-LSTM's for b <= 1, as a whole"]
+    assert verdict.claim.tolist() == [
+        "INN error below the b-LSTM's (b = 0.5)",
+        "INN error below the b-LSTM's (b = 1)",
+        "INN accuracy above the Bidirectional GRU's (ewt)",
+        "INN error below the b-LSTM's for b <= 1, as a whole",
+    ]
     assert table1_figure(table1).startswith("data:image/png")
 
 
@@ -155,18 +221,29 @@ def test_the_roles_not_the_names_decide_the_claims(tmp_path, registry):
     # A module of one's own cannot replace the INN (nor take its role): the config check says so, in one line.
     (tmp_path / "replaces_inn.py").write_text(
         "import dataclasses\nfrom inn.models import MODELS, register\n"
-        "register(dataclasses.replace(MODELS['inn'], display='My INN', role=None))\n")
+        "register(dataclasses.replace(MODELS['inn'], display='My INN', role=None))\n"
+    )
     inn = MODELS["inn"]
     with pytest.raises(InnError) as error:
         validate_config({"imports": [str(tmp_path / "replaces_inn.py")]}, load_schema(SCHEMA))
     assert str(error.value) == (
         f"config: imports.0: module {tmp_path / 'replaces_inn.py'} failed to import: InnError: model inn is the "
-        "package's own and cannot be replaced: register yours under another name (e.g. my_inn)")
+        "package's own and cannot be replaced: register yours under another name (e.g. my_inn)"
+    )
     assert MODELS["inn"] is inn
     # The tables follow the role wherever it is (moved here by hand, as no registration can).
     MODELS["inn"] = dataclasses.replace(inn, role=None)
-    register(ModelSpec("mine", "Mine", "implicit_gru", bidirectional=True, implicit=True, role="claimed",
-                       sizes={"walks": ("inn_hidden_size",)}))
+    register(
+        ModelSpec(
+            "mine",
+            "Mine",
+            "implicit_gru",
+            bidirectional=True,
+            implicit=True,
+            role="claimed",
+            sizes={"walks": ("inn_hidden_size",)},
+        )
+    )
     tables = _collect(tmp_path, *RUNS)
     verdict = read_tsv(tables / "verdict.tsv")
     assert set(verdict.model) == {"mine"}
@@ -179,8 +256,18 @@ def test_the_roles_not_the_names_decide_the_claims(tmp_path, registry):
 
     measured = tmp_path / "m.tsv"
     n = np.array([10, 20, 40])
-    write_tsv(measured, pd.DataFrame({"task": "walks", "dataset": "b0.5", "model": np.repeat(["inn", "mine"], 3),
-                                      "n": np.tile(n, 2), "seconds": np.tile(0.01 * n ** 1.5, 2)}))
+    write_tsv(
+        measured,
+        pd.DataFrame(
+            {
+                "task": "walks",
+                "dataset": "b0.5",
+                "model": np.repeat(["inn", "mine"], 3),
+                "n": np.tile(n, 2),
+                "seconds": np.tile(0.01 * n**1.5, 2),
+            }
+        ),
+    )
     fit_timing_main(["--out", str(tmp_path / "fits.tsv"), "--measurements", str(tmp_path / "all.tsv"), str(measured)])
     fits = read_tsv(tmp_path / "fits.tsv").set_index("model")
     assert fits.loc["mine", "paper_a"] == 0.17 and np.isnan(fits.loc["inn", "paper_a"])

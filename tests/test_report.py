@@ -16,10 +16,16 @@ from inn.experiment import paper
 from inn.experiment.collect import main as collect_main
 from inn.experiment.collect import verdicts as collect_verdicts
 from inn.experiment.config import paper_corpora, validate_config
-from inn.experiment.report import (learning_figure, render, scale_differences, solver_figure, timing_plot,
-                                  training_devices)
-from inn.tables import read_tsv, write_tsv
+from inn.experiment.report import (
+    learning_figure,
+    render,
+    scale_differences,
+    solver_figure,
+    timing_plot,
+    training_devices,
+)
 from inn.experiment.timing import fit_power_law, fit_table
+from inn.tables import read_tsv, write_tsv
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -43,16 +49,27 @@ def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: f
     metric = "accuracy" if task == "pos" else "error"
     train = root / "train" / task / dataset / model / f"seed{seed}"
     train.mkdir(parents=True)
-    history = pd.DataFrame({"epoch": range(1, len(dev) + 1), "train_loss": np.linspace(2, 1, len(dev)),
-                            f"dev_{metric}": dev})
+    history = pd.DataFrame(
+        {"epoch": range(1, len(dev) + 1), "train_loss": np.linspace(2, 1, len(dev)), f"dev_{metric}": dev}
+    )
     if model == "inn":
         history["newton_iters"], history["krylov_iters"], history["nonconverged"] = 3.0, 20.0, 0
     write_tsv(train / "history.tsv", history)
     evaluation = root / "eval" / task / dataset / model / f"seed{seed}"
     evaluation.mkdir(parents=True)
-    (evaluation / "metrics.json").write_text(json.dumps({
-        "task": task, "dataset": dataset, "model": model, "seed": seed, metric: test,
-        "per_tag": {"NN": 90.0}, **extra}))
+    (evaluation / "metrics.json").write_text(
+        json.dumps(
+            {
+                "task": task,
+                "dataset": dataset,
+                "model": model,
+                "seed": seed,
+                metric: test,
+                "per_tag": {"NN": 90.0},
+                **extra,
+            }
+        )
+    )
     write_tsv(evaluation / "predictions.tsv", fake_predictions(task, test))
     return evaluation / "metrics.json", train / "history.tsv"
 
@@ -64,13 +81,46 @@ WALK_TRAINING = {"max_epochs": 6, "patience": 3}
 def runs(tmp_path):
     files = [
         # patience 3, cap 6: the INN's seed 1 ended by patience (best epoch 2 of 5), seed 2 by the cap
-        fake_run(tmp_path, "walks", "b0.5", "inn", 1, 0.12, [0.2, 0.15], parameters=24065, epochs=5, best_epoch=2,
-                 training=WALK_TRAINING),
-        fake_run(tmp_path, "walks", "b0.5", "inn", 2, 0.14, [0.2, 0.16], parameters=24065, epochs=6, best_epoch=6,
-                 training=WALK_TRAINING),
+        fake_run(
+            tmp_path,
+            "walks",
+            "b0.5",
+            "inn",
+            1,
+            0.12,
+            [0.2, 0.15],
+            parameters=24065,
+            epochs=5,
+            best_epoch=2,
+            training=WALK_TRAINING,
+        ),
+        fake_run(
+            tmp_path,
+            "walks",
+            "b0.5",
+            "inn",
+            2,
+            0.14,
+            [0.2, 0.16],
+            parameters=24065,
+            epochs=6,
+            best_epoch=6,
+            training=WALK_TRAINING,
+        ),
         # the bigger b-LSTM is better on test but worse on dev: dev decides.
-        fake_run(tmp_path, "walks", "b0.5", "bilstm-h100", 1, 0.15, [0.2, 0.14], parameters=89801, epochs=6,
-                 best_epoch=3, training=WALK_TRAINING),
+        fake_run(
+            tmp_path,
+            "walks",
+            "b0.5",
+            "bilstm-h100",
+            1,
+            0.15,
+            [0.2, 0.14],
+            parameters=89801,
+            epochs=6,
+            best_epoch=3,
+            training=WALK_TRAINING,
+        ),
         fake_run(tmp_path, "walks", "b0.5", "bilstm-h300", 1, 0.13, [0.2, 0.18], parameters=749401),
         fake_run(tmp_path, "walks", "b2", "inn", 1, 0.03, [0.05]),
         fake_run(tmp_path, "pos", "ewt", "bilstm", 1, 93.0, [90.0, 92.0], unseen_accuracy=80.0),
@@ -81,16 +131,42 @@ def runs(tmp_path):
     for dataset, b, error in (("b0.5", 0.5, 0.1), ("b2", 2.0, 0.01)):
         folder = tmp_path / "data" / "walks" / dataset
         folder.mkdir(parents=True)
-        write_tsv(folder / "floor.tsv", pd.DataFrame([{"b": b, "direction": "gaussian", "dim": 10, "sequences": UNITS,
-                                                        "steps": UNITS * PER_UNIT, "bayes_error": error}]))
+        write_tsv(
+            folder / "floor.tsv",
+            pd.DataFrame(
+                [
+                    {
+                        "b": b,
+                        "direction": "gaussian",
+                        "dim": 10,
+                        "sequences": UNITS,
+                        "steps": UNITS * PER_UNIT,
+                        "bayes_error": error,
+                    }
+                ]
+            ),
+        )
         write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
         floors.append(folder)
     out = tmp_path / "tables"
-    collect_main(["--metrics", *[str(m) for m, _ in files], "--histories", *[str(h) for _, h in files],
-                  "--predictions", *[str(m.parent / "predictions.tsv") for m, _ in files],
-                  "--floors", *[str(f / "floor.tsv") for f in floors],
-                  "--floor-predictions", *[str(f / "floor_predictions.tsv") for f in floors],
-                  "--corpora", "ewt", "--out-dir", str(out)])
+    collect_main(
+        [
+            "--metrics",
+            *[str(m) for m, _ in files],
+            "--histories",
+            *[str(h) for _, h in files],
+            "--predictions",
+            *[str(m.parent / "predictions.tsv") for m, _ in files],
+            "--floors",
+            *[str(f / "floor.tsv") for f in floors],
+            "--floor-predictions",
+            *[str(f / "floor_predictions.tsv") for f in floors],
+            "--corpora",
+            "ewt",
+            "--out-dir",
+            str(out),
+        ]
+    )
     return tmp_path, [h for _, h in files]
 
 
@@ -102,7 +178,9 @@ def test_table1_means_seeds_and_picks_the_blstm_size_on_dev(runs):
     assert t1.loc[0.5, "bilstm_best_size"] == 100 and t1.loc[0.5, "bilstm_error"] == pytest.approx(0.15)
     assert t1.loc[0.5, "paper_inn_error"] == paper.TABLE1[0.5]["inn"]
     assert np.isnan(t1.loc[2.0, "bilstm_error"])
-    assert t1.loc[0.5, "inn_errors"] == "0.1200,0.1400" and t1.loc[0.5, "inn_error_std"] == pytest.approx(0.02 ** 0.5 / 10, rel=1e-5)
+    assert t1.loc[0.5, "inn_errors"] == "0.1200,0.1400" and t1.loc[0.5, "inn_error_std"] == pytest.approx(
+        0.02**0.5 / 10, rel=1e-5
+    )
     # The floor and each model's excess over it, with a paired interval around the excess.
     assert t1.loc[0.5, "floor"] == 0.1 and t1.loc[0.5, "inn_excess"] == pytest.approx(0.03)
     assert t1.loc[0.5, "inn_excess_low"] <= 0.03 <= t1.loc[0.5, "inn_excess_high"]
@@ -117,9 +195,14 @@ def test_paired_comparisons_cover_every_implicit_model_and_the_floor(runs):
     root, _ = runs
     c = pd.read_csv(root / "tables/comparisons.tsv", sep="\t")
     pairs = {(r.task, r.dataset, r.model, r.baseline) for r in c.itertuples()}
-    assert pairs == {("pos", "ewt", "inn", "bilstm"), ("pos", "ewt", "inn", "perceptron"),
-                     ("walks", "b0.5", "inn", "bayes"), ("walks", "b0.5", "bilstm-h100", "bayes"),
-                     ("walks", "b0.5", "inn", "bilstm-h100"), ("walks", "b2", "inn", "bayes")}
+    assert pairs == {
+        ("pos", "ewt", "inn", "bilstm"),
+        ("pos", "ewt", "inn", "perceptron"),
+        ("walks", "b0.5", "inn", "bayes"),
+        ("walks", "b0.5", "bilstm-h100", "bayes"),
+        ("walks", "b0.5", "inn", "bilstm-h100"),
+        ("walks", "b2", "inn", "bayes"),
+    }
     row = c.set_index(["dataset", "model", "baseline"]).loc[("ewt", "inn", "bilstm")]
     assert row.difference == pytest.approx(0.5) and row.metric == "accuracy" and row.units == 40
     assert row.low <= 0.5 <= row.high
@@ -140,7 +223,9 @@ def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
     collect_main(["--results", str(root), "--corpora", "ewt", "--out-dir", str(tmp_path / "found")])
     for name in ("table1", "table2", "comparisons", "verdict", "runs"):
         expected = pd.read_csv(root / "tables" / f"{name}.tsv", sep="\t")
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "found" / f"{name}.tsv", sep="\t"), expected, check_like=True)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(tmp_path / "found" / f"{name}.tsv", sep="\t"), expected, check_like=True
+        )
     with pytest.raises(InnError, match="the same run as .* seeds would count twice"):
         collect_main(["--results", str(root), str(root), "--out-dir", str(tmp_path / "twice")])
     with pytest.raises(InnError, match="no finished runs"):
@@ -153,13 +238,17 @@ def test_collect_finds_a_results_folders_runs_itself(runs, tmp_path):
         collect_main(["--results", str(root), str(other), "--out-dir", str(tmp_path / "mixed")])
     # archived runs keep their predictions gzip-compressed: the same tables
     import gzip
+
     for path in [*root.glob("eval/*/*/*/seed*/predictions.tsv"), *root.glob("data/walks/*/floor_predictions.tsv")]:
         path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
         path.unlink()
     collect_main(["--results", str(root), "--corpora", "ewt", "--out-dir", str(tmp_path / "gz")])
     for name in ("table1", "comparisons", "verdict"):
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "gz" / f"{name}.tsv", sep="\t"),
-                                      pd.read_csv(root / "tables" / f"{name}.tsv", sep="\t"), check_like=True)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(tmp_path / "gz" / f"{name}.tsv", sep="\t"),
+            pd.read_csv(root / "tables" / f"{name}.tsv", sep="\t"),
+            check_like=True,
+        )
     (root / "eval/pos/ewt/inn/seed1/predictions.tsv.gz").unlink()
     with pytest.raises(InnError, match="inn/seed1/metrics.json: its predictions.tsv is missing"):
         collect_main(["--results", str(root), "--out-dir", str(tmp_path / "partial")])
@@ -181,18 +270,46 @@ def test_collect_refuses_runs_that_would_make_a_wrong_table(runs, tmp_path):
     with pytest.raises(InnError, match=r"no predictions.tsv for 1 of 8 runs \(first: pos ewt bilstm seed 1\)"):
         collect("--predictions", *predictions[1:])
     with pytest.raises(InnError, match="tagging runs of ewt but --corpora names none"):
-        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--histories", *histories,
-                      "--out-dir", out])
+        collect_main(
+            ["--metrics", *metrics, "--predictions", *predictions, "--histories", *histories, "--out-dir", out]
+        )
     with pytest.raises(InnError, match="no dev score for walks b0.5 bilstm-h300 seed 1"):
-        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--corpora", "ewt",
-                      "--histories", *[h for h in histories if "h300" not in h], "--out-dir", out])
+        collect_main(
+            [
+                "--metrics",
+                *metrics,
+                "--predictions",
+                *predictions,
+                "--corpora",
+                "ewt",
+                "--histories",
+                *[h for h in histories if "h300" not in h],
+                "--out-dir",
+                out,
+            ]
+        )
     # a second floor of b0.5 from other walks
     other = tmp_path / "other" / "walks" / "b0.5"
     other.mkdir(parents=True)
     write_tsv(other / "floor.tsv", pd.read_csv(floors[0], sep="\t").assign(bayes_error=0.3))
     with pytest.raises(InnError, match="another floor of b0.5"):
-        collect_main(["--metrics", *metrics, "--predictions", *predictions, "--histories", *histories,
-                      "--floors", *floors, str(other / "floor.tsv"), "--corpora", "ewt", "--out-dir", out])
+        collect_main(
+            [
+                "--metrics",
+                *metrics,
+                "--predictions",
+                *predictions,
+                "--histories",
+                *histories,
+                "--floors",
+                *floors,
+                str(other / "floor.tsv"),
+                "--corpora",
+                "ewt",
+                "--out-dir",
+                out,
+            ]
+        )
     # an evaluation of the dev split, and a run in another run's folder
     bilstm = root / "eval/pos/ewt/bilstm/seed1/metrics.json"
     record = json.loads(bilstm.read_text())
@@ -226,8 +343,11 @@ def test_collect_compares_only_runs_of_one_data_set(runs, tmp_path):
     collect_main(["--results", str(root), "--out-dir", out])
     path = root / "eval/walks/b0.5/bilstm-h300/seed1/metrics.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "data_fingerprint": "cccc"}))
-    with pytest.raises(InnError, match=r"walks b0.5: its runs learnt from different data \(bilstm-h100: aaaa, "
-                                       r"bilstm-h300: cccc, inn: aaaa\)"):
+    with pytest.raises(
+        InnError,
+        match=r"walks b0.5: its runs learnt from different data \(bilstm-h100: aaaa, "
+        r"bilstm-h300: cccc, inn: aaaa\)",
+    ):
         collect_main(["--results", str(root), "--out-dir", out])
     path.write_text(json.dumps({**json.loads(path.read_text()), "data_fingerprint": "aaaa"}))
     fake_run(root, "walks", "b0.5", "bilstm", 2, 0.15, [0.2, 0.14], hidden_size=100)
@@ -242,12 +362,35 @@ def test_verdicts_follow_the_papers_direction(runs):
     assert set(v.index) == {("b0.5", "bilstm-h100"), ("ewt", "bilstm")}
     assert v.loc[("ewt", "bilstm"), "paper_difference"] == pytest.approx(97.37 - 97.25)
     assert v.loc[("b0.5", "bilstm-h100"), "verdict"].endswith("on one seed (test-set interval)")
-    rows = [{"task": "walks", "dataset": "b0.5", "scale": "paper", "model": "inn", "baseline": "bilstm-h300",
-             "metric": "error", "difference": d, "low": lo, "high": hi, "interval": "seeds and test set",
-             "model_seeds": 3, "baseline_seeds": 3} for d, lo, hi in ((-0.01, -0.02, -0.005), (0.01, 0.005, 0.02),
-                                                                    (0.0, -0.01, 0.01))]
-    rows.append({**rows[0], "task": "pos", "dataset": "ewt", "baseline": "bigru", "metric": "accuracy",
-                 "difference": -0.4, "low": -0.6, "high": -0.2})
+    rows = [
+        {
+            "task": "walks",
+            "dataset": "b0.5",
+            "scale": "paper",
+            "model": "inn",
+            "baseline": "bilstm-h300",
+            "metric": "error",
+            "difference": d,
+            "low": lo,
+            "high": hi,
+            "interval": "seeds and test set",
+            "model_seeds": 3,
+            "baseline_seeds": 3,
+        }
+        for d, lo, hi in ((-0.01, -0.02, -0.005), (0.01, 0.005, 0.02), (0.0, -0.01, 0.01))
+    ]
+    rows.append(
+        {
+            **rows[0],
+            "task": "pos",
+            "dataset": "ewt",
+            "baseline": "bigru",
+            "metric": "accuracy",
+            "difference": -0.4,
+            "low": -0.6,
+            "high": -0.2,
+        }
+    )
     verdicts = collect_verdicts(pd.DataFrame(rows)).verdict.tolist()
     assert verdicts == ["reproduced", "not reproduced", "inconclusive", "not reproduced"]
 
@@ -255,15 +398,33 @@ def test_verdicts_follow_the_papers_direction(runs):
 def test_a_corpus_of_ones_own_gets_comparisons_but_no_verdict_against_the_paper():
     """A French UPOS corpus is not the paper's WSJ nor its declared stand-in: its INN-vs-baseline
     comparison carries no verdict row; the same comparison on a declared stand-in does."""
-    row = {"task": "pos", "scale": "quick", "model": "inn", "baseline": "bilstm", "metric": "accuracy",
-           "difference": -0.4, "low": -0.6, "high": -0.2, "interval": "seeds and test set", "model_seeds": 3,
-           "baseline_seeds": 3}
+    row = {
+        "task": "pos",
+        "scale": "quick",
+        "model": "inn",
+        "baseline": "bilstm",
+        "metric": "accuracy",
+        "difference": -0.4,
+        "low": -0.6,
+        "high": -0.2,
+        "interval": "seeds and test set",
+        "model_seeds": 3,
+        "baseline_seeds": 3,
+    }
     comparisons = pd.DataFrame([{**row, "dataset": "fr_gsd"}, {**row, "dataset": "ewt"}])
     assert collect_verdicts(comparisons, paper_corpora=["ewt"]).dataset.tolist() == ["ewt"]
     assert collect_verdicts(comparisons).dataset.tolist() == ["ewt"]  # the schema's declared corpora
     assert collect_verdicts(comparisons, paper_corpora=[]).empty
-    own = validate_config({"corpora": {"fr_gsd": {"format": "tsv", "train": "a", "dev": "b", "test": "c"},
-                                       "ewt": {"enabled": False}, "ptb_sample": {"enabled": False}}}, SCHEMA)
+    own = validate_config(
+        {
+            "corpora": {
+                "fr_gsd": {"format": "tsv", "train": "a", "dev": "b", "test": "c"},
+                "ewt": {"enabled": False},
+                "ptb_sample": {"enabled": False},
+            }
+        },
+        SCHEMA,
+    )
     assert paper_corpora(own) == {}
     assert paper_corpora(validate_config({}, SCHEMA)) == {"ewt": "stand-in", "ptb_sample": "stand-in"}
 
@@ -283,7 +444,7 @@ def test_table2_shows_a_reported_reference_only_beside_runs_of_its_tag_column(tm
     """UDPipe's EWT figure is XPOS accuracy: beside a UPOS run it would compare two tasks. Runs
     evaluated before the column was recorded (None) are of the corpus's default column, XPOS."""
     extra = {} if column is None else {"tag_column": column}
-    files = [fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [92.5], **extra)]
+    fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [92.5], **extra)
     collect_main(["--results", str(tmp_path), "--out-dir", str(tmp_path / "t")])
     t2 = read_tsv(tmp_path / "t/table2.tsv")
     reference = t2[t2.model == "reference"]
@@ -297,8 +458,14 @@ def test_power_law_fit_recovers_exponent():
     a, p, r2 = fit_power_law(n, 0.003 * n**1.1)
     assert a == pytest.approx(0.003) and p == pytest.approx(1.1) and r2 == pytest.approx(1.0)
     rng = np.random.default_rng(0)
-    noisy = pd.DataFrame({"task": "pos", "model": "inn", "n": np.repeat(n, 3),
-                          "seconds": np.repeat(0.01 * n**1.3, 3) * rng.lognormal(0, 0.05, 15)})
+    noisy = pd.DataFrame(
+        {
+            "task": "pos",
+            "model": "inn",
+            "n": np.repeat(n, 3),
+            "seconds": np.repeat(0.01 * n**1.3, 3) * rng.lognormal(0, 0.05, 15),
+        }
+    )
     fit = fit_table(noisy, ["task", "model"]).iloc[0]
     assert fit.p == pytest.approx(1.3, abs=0.05) and 0.99 < fit.r2 <= 1 and (fit.n_min, fit.n_max) == (10, 160)
 
@@ -311,8 +478,11 @@ def test_scale_differences_name_reduced_settings():
     assert not any(d.startswith("corpora") for d in differences)  # where WSJ lies is no matter of scale
     assert scale_differences(validate_config({}, SCHEMA), SCHEMA) == []
     # another tag column, a corpus left out, a corpus of one's own: not the paper's experiment
-    own = {"ewt": {"tags": "upos", "train": "/x/train.conllu"}, "ptb_sample": {"enabled": False},
-           "fr_gsd": {"format": "conllu", "tags": "upos", "train": "/t", "dev": "/d", "test": "/e"}}
+    own = {
+        "ewt": {"tags": "upos", "train": "/x/train.conllu"},
+        "ptb_sample": {"enabled": False},
+        "fr_gsd": {"format": "conllu", "tags": "upos", "train": "/t", "dev": "/d", "test": "/e"},
+    }
     differences = scale_differences(validate_config({"corpora": own}, SCHEMA), SCHEMA)
     assert "corpora.ewt.tags = upos (full reproduction: xpos)" in differences
     assert "corpora.ptb_sample.enabled = False (full reproduction: True)" in differences
@@ -373,16 +543,22 @@ def test_markdown_shows_the_reports_cells(runs, tmp_path, capsys):
     html = render(config=validate_config({}, SCHEMA), schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
     markdown_main([str(tables), "--out", str(tmp_path / "tables.md")])
     shown = _markdown_tables((tmp_path / "tables.md").read_text(encoding="utf-8"))
-    assert list(shown) == ["Verdict: the paper's claims, as measured", "Table 1: biased random walks (per-step error)",
-                           "Table 2: part-of-speech tagging (token accuracy, %)", "Paired comparisons",
-                           "Training runs"]
+    assert list(shown) == [
+        "Verdict: the paper's claims, as measured",
+        "Table 1: biased random walks (per-step error)",
+        "Table 2: part-of-speech tagging (token accuracy, %)",
+        "Paired comparisons",
+        "Training runs",
+    ]
     page = lxml.html.fromstring(html)
     for title, table_id in zip(shown, ("verdict-table", "table1", "table2", "comparisons-table", "runs-table")):
         rows = list(page.get_element_by_id(table_id).iter("tr"))
-        assert [[cell.strip("*") for cell in row] for row in shown[title]] == \
-            [[cell.text_content() for cell in row.xpath("th|td")] for row in rows]
-        assert [[cell.startswith("**") for cell in row] for row in shown[title]] == \
-            [[bool(cell.xpath("strong")) for cell in row.xpath("th|td")] for row in rows]
+        assert [[cell.strip("*") for cell in row] for row in shown[title]] == [
+            [cell.text_content() for cell in row.xpath("th|td")] for row in rows
+        ]
+        assert [[cell.startswith("**") for cell in row] for row in shown[title]] == [
+            [bool(cell.xpath("strong")) for cell in row.xpath("th|td")] for row in rows
+        ]
     assert all(row[-1].startswith("**") for row in shown["Verdict: the paper's claims, as measured"][1:])
     comparisons = pd.read_csv(tables / "comparisons.tsv", sep="\t")
     bold = [row[6].startswith("**") for row in shown["Paired comparisons"][1:]]
@@ -412,18 +588,20 @@ def test_benchmark_tables_show_torchdeq_peers_beside_ours(tmp_path):
     common = dict(weights="init", hidden=8, batch=2, device="cpu", dtype="float32")
     rows = []
     for n in (10, 20):
-        rows += [Row(method="anderson", n=n, forward_s=0.01 * n, forward_backward_s=0.02 * n, function_evals=9,
-                     **common),
-                 Row(method="fixed_point", n=n, forward_s=0.02 * n, forward_backward_s=0.03 * n, **common),
-                 Row(method="torchdeq_anderson", n=n, forward_s=0.03 * n, function_evals=20, residual_max=5e-5,
-                     **common),
-                 Row(method="bigru", n=n, forward_s=0.001 * n, forward_backward_s=0.004 * n, **common)]
+        rows += [
+            Row(method="anderson", n=n, forward_s=0.01 * n, forward_backward_s=0.02 * n, function_evals=9, **common),
+            Row(method="fixed_point", n=n, forward_s=0.02 * n, forward_backward_s=0.03 * n, **common),
+            Row(method="torchdeq_anderson", n=n, forward_s=0.03 * n, function_evals=20, residual_max=5e-5, **common),
+            Row(method="bigru", n=n, forward_s=0.001 * n, forward_backward_s=0.004 * n, **common),
+        ]
     path = tmp_path / "benchmark" / "pos" / "ewt" / "inn" / "seed1.tsv"
     path.parent.mkdir(parents=True)
     write_rows(path, rows)
     tables = benchmark_tables([path])
-    assert [t["title"] for t in tables] == ["pos ewt: init weights, k = 8",
-                                            "pos ewt: init weights, k = 8: forward, ours and TorchDEQ's"]
+    assert [t["title"] for t in tables] == [
+        "pos ewt: init weights, k = 8",
+        "pos ewt: init weights, k = 8: forward, ours and TorchDEQ's",
+    ]
     forward = tables[1]["table"].set_index("method")
     assert list(forward.index) == ["anderson", "fixed_point", "torchdeq_anderson"]
     assert forward.loc["torchdeq_anderson", "x our best at n=20"] == pytest.approx(3.0)
@@ -449,23 +627,30 @@ def test_table1_claim_against_the_matched_size_and_as_a_whole(tmp_path):
         "INN error below the b-LSTM's (b = 0.25), against the size nearest its parameter count (100 units)",
         "INN error below the b-LSTM's (b = 0.5)",
         "INN error below the b-LSTM's (b = 0.5), against the size nearest its parameter count (100 units)",
-        "INN error below the b-LSTM's for b <= 1, as a whole"]
+        "INN error below the b-LSTM's for b <= 1, as a whole",
+    ]
     assert v.verdict.tolist()[:4] == ["inconclusive", "reproduced", "reproduced", "reproduced"]
-    assert v.verdict.iloc[4] == ("2 tests (b = 0.25, 0.5): reproduced at 1, inconclusive at 1; "
-                                 "1 of 2 hold after Holm's correction for 2 tests")
+    assert v.verdict.iloc[4] == (
+        "2 tests (b = 0.25, 0.5): reproduced at 1, inconclusive at 1; 1 of 2 hold after Holm's correction for 2 tests"
+    )
 
 
 def test_report_names_the_sizes_tried_at_each_b_where_they_differ(runs):
     root, histories = runs
     tables = root / "tables"
     t1 = pd.read_csv(tables / "table1.tsv", sep="\t")
-    t1["bilstm_sizes"] = ["100 units (89,801 parameters)", "100 units (89,801 parameters); 300 units (749,401 parameters)"]
+    t1["bilstm_sizes"] = [
+        "100 units (89,801 parameters)",
+        "100 units (89,801 parameters); 300 units (749,401 parameters)",
+    ]
     write_tsv(tables / "table1.tsv", t1)
     html = render(config=validate_config({}, SCHEMA), schema=SCHEMA, tables=tables, histories=histories, repo=REPO)
     note = " ".join(html.split())
     b = t1.b.tolist()
-    assert (f"b-LSTM sizes tried: at b = {b[0]}: 100 units (89,801 parameters); at b = {b[1]}: 100 units "
-            "(89,801 parameters); 300 units (749,401 parameters);") in note
+    assert (
+        f"b-LSTM sizes tried: at b = {b[0]}: 100 units (89,801 parameters); at b = {b[1]}: 100 units "
+        "(89,801 parameters); 300 units (749,401 parameters);"
+    ) in note
 
 
 def test_blstm_sizes_are_compared_on_the_seeds_they_share(tmp_path):
@@ -488,7 +673,7 @@ def _boxes_apart(fig) -> None:
     renderer = fig.canvas.get_renderer()
     axes = fig.axes
     for i, a in enumerate(axes):
-        for b in axes[i + 1:]:
+        for b in axes[i + 1 :]:
             assert not a.get_tightbbox(renderer).overlaps(b.get_tightbbox(renderer)), (a.get_ylabel(), b.get_ylabel())
         if a.get_legend() is not None:
             assert not a.get_legend().get_window_extent(renderer).overlaps(a.get_window_extent(renderer))
@@ -496,7 +681,7 @@ def _boxes_apart(fig) -> None:
             labels = [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
             boxes = [t.get_window_extent(renderer) for t in labels]
             for j, box in enumerate(boxes):
-                for other, text in zip(boxes[j + 1:], labels[j + 1:]):
+                for other, text in zip(boxes[j + 1 :], labels[j + 1 :]):
                     assert not box.overlaps(other), (labels[j].get_text(), text.get_text())
     for legend in fig.legends:
         for a in axes:
@@ -509,17 +694,32 @@ def test_solver_figure_keeps_labels_and_legend_off_the_neighbours():
     rows = []
     for r in range(10):
         for epoch in range(1, 31):
-            rows.append({"task": "walks", "dataset": f"b0.{r}", "model": "inn", "seed": r % 3 + 1, "epoch": epoch,
-                         "newton_iters": 5.0 + r + epoch % 7, "krylov_iters": 30.0 if r == 0 else 0.0,
-                         "nonconverged": (epoch * r) % 23})
+            rows.append(
+                {
+                    "task": "walks",
+                    "dataset": f"b0.{r}",
+                    "model": "inn",
+                    "seed": r % 3 + 1,
+                    "epoch": epoch,
+                    "newton_iters": 5.0 + r + epoch % 7,
+                    "krylov_iters": 30.0 if r == 0 else 0.0,
+                    "nonconverged": (epoch * r) % 23,
+                }
+            )
     histories = pd.DataFrame(rows)
     fig = solver_figure(histories)
     assert [a.get_ylabel() for a in fig.axes] == [
-        "mean outer iterations per batch", "mean Krylov iterations per batch", "sequences above tol per epoch"]
+        "mean outer iterations per batch",
+        "mean Krylov iterations per batch",
+        "sequences above tol per epoch",
+    ]
     assert len(fig.legends[0].get_texts()) == 10
     _boxes_apart(fig)
     anderson = solver_figure(histories.assign(krylov_iters=0.0, nonconverged=0))
-    assert [a.get_ylabel() for a in anderson.axes] == ["mean outer iterations per batch", "sequences above tol per epoch"]
+    assert [a.get_ylabel() for a in anderson.axes] == [
+        "mean outer iterations per batch",
+        "sequences above tol per epoch",
+    ]
     assert anderson.axes[1].get_ylim() == (0, 1)  # counts of zero: an axis to 1, not +-0.05
     _boxes_apart(anderson)
 
@@ -528,9 +728,21 @@ def test_solver_figure_keeps_labels_and_legend_off_the_neighbours():
 def test_learning_curves_tick_whole_epochs(epochs):
     """The quick preset's three epochs were ticked 1.0, 1.5, 2.0, 2.5, 3.0: an epoch count is a
     whole number at every scale, and the dev score's title reads as its axis label does."""
-    histories = pd.DataFrame([{"task": "pos", "dataset": "ptb_sample", "model": model, "seed": 1, "epoch": epoch,
-                               "train_loss": 1.0 / epoch, "dev_accuracy": 90.0 - 5.0 / epoch}
-                              for model in ("inn", "bilstm") for epoch in range(1, epochs + 1)])
+    histories = pd.DataFrame(
+        [
+            {
+                "task": "pos",
+                "dataset": "ptb_sample",
+                "model": model,
+                "seed": 1,
+                "epoch": epoch,
+                "train_loss": 1.0 / epoch,
+                "dev_accuracy": 90.0 - 5.0 / epoch,
+            }
+            for model in ("inn", "bilstm")
+            for epoch in range(1, epochs + 1)
+        ]
+    )
     fig = learning_figure("pos", "ptb_sample", histories)
     fig.canvas.draw()
     for ax in fig.axes:
@@ -545,12 +757,23 @@ def test_timing_figure_ticks_the_lengths_measured_in_plain_numbers():
     for task, models in (("pos", ["bigru", "bilstm", "gru", "inn", "lstm"]), ("walks", ["bilstm-h16", "inn"])):
         for model in models:
             for n in (10, 20, 40, 80, 160):
-                rows.append({"task": task, "model": model, "n": n, "seconds": 1e-4 * n ** 1.5,
-                             "newton_iters": 7.0 if model == "inn" else np.nan,
-                             "krylov_iters": 0.0 if model == "inn" else np.nan})
+                rows.append(
+                    {
+                        "task": task,
+                        "model": model,
+                        "n": n,
+                        "seconds": 1e-4 * n**1.5,
+                        "newton_iters": 7.0 if model == "inn" else np.nan,
+                        "krylov_iters": 0.0 if model == "inn" else np.nan,
+                    }
+                )
     measurements = pd.DataFrame(rows)
-    fits = pd.DataFrame([{"task": t, "model": m, "a": 1e-4, "p": 1.5} for t, m in
-                         measurements[["task", "model"]].drop_duplicates().itertuples(index=False)])
+    fits = pd.DataFrame(
+        [
+            {"task": t, "model": m, "a": 1e-4, "p": 1.5}
+            for t, m in measurements[["task", "model"]].drop_duplicates().itertuples(index=False)
+        ]
+    )
     fig = timing_plot(measurements, fits)
     _boxes_apart(fig)
     for ax in fig.axes:
@@ -563,22 +786,41 @@ def test_timing_figure_ticks_the_lengths_measured_in_plain_numbers():
 def test_training_devices_come_from_the_runs_not_the_renderer():
     """Each epoch's device and threads from history.tsv (a run that moved counts under each);
     histories without them fall back on the runs table (metrics.json: the last epoch's), said so."""
-    histories = pd.DataFrame([
-        # a run that moved from one CPU core to a GPU and back
-        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 1, "device": "cpu", "threads": 1},
-        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 2,
-         "device": "cuda NVIDIA H200", "threads": 16},
-        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 3, "device": "cpu", "threads": 1},
-        {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "epoch": 1, "device": "cpu", "threads": 2},
-        # written before devices were recorded
-        {"task": "pos", "dataset": "ewt", "model": "inn", "seed": 1, "epoch": 1, "device": np.nan, "threads": np.nan},
-    ])
-    runs = pd.DataFrame([
-        {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
-        {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "device": "cpu", "threads": 2},
-        {"task": "pos", "dataset": "ewt", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
-        {"task": "pos", "dataset": "ewt", "model": "perceptron", "seed": 1, "device": "cpu", "threads": np.nan},
-    ])
+    histories = pd.DataFrame(
+        [
+            # a run that moved from one CPU core to a GPU and back
+            {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 1, "device": "cpu", "threads": 1},
+            {
+                "task": "walks",
+                "dataset": "b0.5",
+                "model": "inn",
+                "seed": 1,
+                "epoch": 2,
+                "device": "cuda NVIDIA H200",
+                "threads": 16,
+            },
+            {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "epoch": 3, "device": "cpu", "threads": 1},
+            {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "epoch": 1, "device": "cpu", "threads": 2},
+            # written before devices were recorded
+            {
+                "task": "pos",
+                "dataset": "ewt",
+                "model": "inn",
+                "seed": 1,
+                "epoch": 1,
+                "device": np.nan,
+                "threads": np.nan,
+            },
+        ]
+    )
+    runs = pd.DataFrame(
+        [
+            {"task": "walks", "dataset": "b0.5", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
+            {"task": "pos", "dataset": "ewt", "model": "bilstm", "seed": 1, "device": "cpu", "threads": 2},
+            {"task": "pos", "dataset": "ewt", "model": "inn", "seed": 1, "device": "cpu", "threads": 1},
+            {"task": "pos", "dataset": "ewt", "model": "perceptron", "seed": 1, "device": "cpu", "threads": np.nan},
+        ]
+    )
     assert training_devices(histories, runs) == [
         {"label": "cpu, 1 thread", "runs": 2, "from_metrics": 1},
         {"label": "cuda NVIDIA H200", "runs": 1, "from_metrics": 0},

@@ -42,9 +42,26 @@ def test_measure_records_the_load_and_fits_carry_their_quality():
 
 
 def test_timing_table_gives_units_the_papers_fit_and_a_warning_for_a_poor_fit():
-    fits = pd.DataFrame([{"task": "pos", "dataset": "ewt", "model": "inn", "a": 0.0012345, "p": 1.5, "r2": 0.48,
-                          "points": 3, "n_min": 10, "n_max": 40, "repeats": 1, "load": 2.5,
-                          "note": "r² 0.48 < 0.9: the power law fits poorly", "paper_a": 0.29, "paper_p": 1.3}])
+    fits = pd.DataFrame(
+        [
+            {
+                "task": "pos",
+                "dataset": "ewt",
+                "model": "inn",
+                "a": 0.0012345,
+                "p": 1.5,
+                "r2": 0.48,
+                "points": 3,
+                "n_min": 10,
+                "n_max": 40,
+                "repeats": 1,
+                "load": 2.5,
+                "note": "r² 0.48 < 0.9: the power law fits poorly",
+                "paper_a": 0.29,
+                "paper_p": 1.3,
+            }
+        ]
+    )
     view = timing_view(fits, pd.DataFrame())
     headers = [h for h, _ in view.columns]
     assert "a (s per batch)" in headers and "paper: a (s per batch, K40)" in headers
@@ -55,27 +72,63 @@ def test_timing_table_gives_units_the_papers_fit_and_a_warning_for_a_poor_fit():
 
 
 def test_benchmark_quality_flags_one_repeat_and_falling_times():
-    group = pd.DataFrame({"method": ["anderson"] * 3 + ["bigru"] * 3, "n": [10, 20, 40] * 2,
-                          "forward_backward_s": [0.3, 0.2, 0.5, 0.01, 0.02, 0.04],
-                          "repeats": [1, 1, 1, 5, 5, 5], "load": [0.1] * 6})
+    group = pd.DataFrame(
+        {
+            "method": ["anderson"] * 3 + ["bigru"] * 3,
+            "n": [10, 20, 40] * 2,
+            "forward_backward_s": [0.3, 0.2, 0.5, 0.01, 0.02, 0.04],
+            "repeats": [1, 1, 1, 5, 5, 5],
+            "load": [0.1] * 6,
+        }
+    )
     quality = benchmark_quality(group)
     assert "one repeat" in quality.loc["anderson", "note"] and "falls" in quality.loc["anderson", "note"]
     assert quality.loc["bigru", "note"] == "" and quality.loc["bigru", "repeats"] == 5
 
 
 def test_data_tables_have_readable_headers_and_honour_max_train():
-    pos = pd.DataFrame([{"corpus": "fr", "split": "train", "sentences": 14450, "tokens": 350000, "tag_types": 17,
-                         "oov_rate": 0.0123, "unseen_rate": 0.0456, "unseen_tag_tokens": 0},
-                        {"corpus": "fr", "split": "test", "sentences": 416, "tokens": 10000, "tag_types": 17,
-                         "oov_rate": 0.05, "unseen_rate": 0.07, "unseen_tag_tokens": 2}])
+    pos = pd.DataFrame(
+        [
+            {
+                "corpus": "fr",
+                "split": "train",
+                "sentences": 14450,
+                "tokens": 350000,
+                "tag_types": 17,
+                "oov_rate": 0.0123,
+                "unseen_rate": 0.0456,
+                "unseen_tag_tokens": 0,
+            },
+            {
+                "corpus": "fr",
+                "split": "test",
+                "sentences": 416,
+                "tokens": 10000,
+                "tag_types": 17,
+                "oov_rate": 0.05,
+                "unseen_rate": 0.07,
+                "unseen_tag_tokens": 2,
+            },
+        ]
+    )
     view = data_pos_view(pos, {"max_train": 1500, "max_dev": None})
     headers = [h for h, _ in view.columns]
     assert not any("_" in h for h in headers)
     assert [c.text for c in view.rows[0]][2:4] == ["14,450", "1,500 (max_train)"]
     assert [c.text for c in view.rows[1]][3] == "416"  # the test split is always whole
     assert [c.text for c in view.rows[0]][6] == "1.23"  # per cent
-    walks = pd.DataFrame([{"b": 0.5, "split": "train", "sequences": 10000, "steps": 205000, "mean_length": 20.5,
-                           "label1_fraction": 0.42}])
+    walks = pd.DataFrame(
+        [
+            {
+                "b": 0.5,
+                "split": "train",
+                "sequences": 10000,
+                "steps": 205000,
+                "mean_length": 20.5,
+                "label1_fraction": 0.42,
+            }
+        ]
+    )
     row = [c.text for c in data_walks_view(walks, {"max_train": 30}).rows[0]]
     assert row[0] == "0.5" and row[3] == "30 (max_train)" and row[6] == "42.00"
 
@@ -83,11 +136,38 @@ def test_data_tables_have_readable_headers_and_honour_max_train():
 def test_rendered_report_has_no_raw_column_names(tmp_path):
     tables = tmp_path / "tables"
     tables.mkdir()
-    write_tsv(tables / "data_walks.tsv", pd.DataFrame([{"b": 0.5, "split": "train", "sequences": 100, "steps": 2050,
-                                                        "mean_length": 20.5, "label1_fraction": 0.42}]))
-    write_tsv(tables / "data_pos.tsv", pd.DataFrame([{"corpus": "ewt", "split": "train", "sentences": 100,
-                                                      "tokens": 1000, "tag_types": 40, "oov_rate": 0.01,
-                                                      "unseen_rate": 0.02, "unseen_tag_tokens": 0}]))
+    write_tsv(
+        tables / "data_walks.tsv",
+        pd.DataFrame(
+            [
+                {
+                    "b": 0.5,
+                    "split": "train",
+                    "sequences": 100,
+                    "steps": 2050,
+                    "mean_length": 20.5,
+                    "label1_fraction": 0.42,
+                }
+            ]
+        ),
+    )
+    write_tsv(
+        tables / "data_pos.tsv",
+        pd.DataFrame(
+            [
+                {
+                    "corpus": "ewt",
+                    "split": "train",
+                    "sentences": 100,
+                    "tokens": 1000,
+                    "tag_types": 40,
+                    "oov_rate": 0.01,
+                    "unseen_rate": 0.02,
+                    "unseen_tag_tokens": 0,
+                }
+            ]
+        ),
+    )
     config = validate_config({"training": {"pos": {"max_train": 30}}}, SCHEMA)
     html = render(config=config, schema=SCHEMA, tables=tables, repo=REPO)
     for raw in ("oov_rate", "unseen_rate", "label1_fraction", "mean_length", "0.5000"):
@@ -100,8 +180,9 @@ def test_rendered_report_has_no_raw_column_names(tmp_path):
 
 
 def test_walk_length_histogram_is_bars():
-    lengths = pd.DataFrame({"b": [0.5] * 3 + [2.0] * 3, "split": "train", "length": [1, 2, 3] * 2,
-                            "count": [5, 7, 6, 4, 8, 5]})
+    lengths = pd.DataFrame(
+        {"b": [0.5] * 3 + [2.0] * 3, "split": "train", "length": [1, 2, 3] * 2, "count": [5, 7, 6, 4, 8, 5]}
+    )
     fig = walk_lengths_plot(lengths)
     ax = fig.axes[0]
     assert len(ax.patches) == 6 and not ax.lines
@@ -114,7 +195,8 @@ def test_significant_figures(value, text):
 
 
 def test_seconds_per_epoch_are_not_rounded_to_zero():
-    runs = pd.DataFrame({"task": "pos", "dataset": "ewt", "model": "perceptron", "seed": [1, 2],
-                         "seconds_per_epoch": [0.31, 0.34]})
+    runs = pd.DataFrame(
+        {"task": "pos", "dataset": "ewt", "model": "perceptron", "seed": [1, 2], "seconds_per_epoch": [0.31, 0.34]}
+    )
     row = dict(zip((h for h, _ in runs_view(runs).columns), (c.text for c in runs_view(runs).rows[0])))
     assert row["s per epoch"] == "0.31-0.34"

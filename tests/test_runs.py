@@ -20,7 +20,11 @@ from inn.experiment.runs import list_runs, resumed_commit_note, save_states, sou
 from inn.experiment.train import TrainConfig, train
 from inn.tables import read_tsv
 
-INN_FAST = {"hidden_size": 6, "solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+INN_FAST = {
+    "hidden_size": 6,
+    "solver": "newton_krylov",
+    "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20},
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,7 @@ def test_source_commit_names_the_checkout_or_the_version():
 
     commit = source_commit()
     package = Path(inn.__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(package), "rev-parse", "--short=7", "HEAD"], capture_output=True,
-                          text=True)
+    head = subprocess.run(["git", "-C", str(package), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0 and commit != f"inn {inn.__version__}":
         assert commit.removesuffix("-dirty") == head.stdout.strip()
     else:
@@ -65,9 +68,14 @@ def test_a_source_tree_git_archive_exported_names_its_commit(tmp_path):
     top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
     archive = subprocess.run(["git", "-C", top, "archive", "HEAD", "src/inn"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
-    shown = subprocess.run([sys.executable, "-c", "from inn.experiment.runs import source_commit; print(source_commit())"],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path / "src")},
-                           cwd=tmp_path, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-c", "from inn.experiment.runs import source_commit; print(source_commit())"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "src")},
+        cwd=tmp_path,
+        check=True,
+    )
     assert shown.stdout.strip() == head
 
 
@@ -99,8 +107,9 @@ def test_inn_runs_lists_unfinished_and_finished_runs(tmp_path, walks, capsys):
     assert table.loc["inn", "status"] == "unfinished" and table.loc["inn", "epochs"] == 1
     assert table.loc["inn", "ended_by"] == "running, 0 of 5 epochs without a better dev"
     cpu = "cpu" if torch.get_num_threads() == 1 else f"cpu, {torch.get_num_threads()} threads"
-    assert table.loc["inn", "epochs_by_device"].startswith(f"1 {cpu} ") and source_commit() in table.loc["inn",
-                                                                                                         "commits"]
+    assert (
+        table.loc["inn", "epochs_by_device"].startswith(f"1 {cpu} ") and source_commit() in table.loc["inn", "commits"]
+    )
     assert table.loc["bilstm-h4", "status"] == "finished" and table.loc["bilstm-h4", "ended_by"] == "cap"
     assert table.loc["bilstm-h4", "epochs_by_device"].startswith(f"1-2 {cpu} ")
     runs.main([str(results)])
@@ -126,8 +135,9 @@ def test_a_state_over_the_size_limit_stays_and_its_history_travels(tmp_path, wal
     assert read_tsv(target / "history.tsv")["epoch"].tolist() == [1]
     row = list_runs([kept]).iloc[0]
     assert row["status"] == "stopped" and row["epochs"] == 1
-    assert row["ended_by"] == (f"stopped (its state on {record['host']}: {state_path}), "
-                               "0 of 5 epochs without a better dev")
+    assert row["ended_by"] == (
+        f"stopped (its state on {record['host']}: {state_path}), 0 of 5 epochs without a better dev"
+    )
     save_states([here], kept)  # no limit again: the state replaces the record
     assert (target / "last.pt").is_file() and not (target / runs.ELSEWHERE).exists()
     assert list_runs([kept]).iloc[0]["status"] == "unfinished"
@@ -170,10 +180,29 @@ def test_every_stretch_logs_into_the_run_and_is_kept_once(tmp_path, walks, caplo
 
     results = tmp_path / "results"
     run = _run(results)
-    settings = json.dumps({"training": {"max_epochs": 3, "patience": 5, "lr": 0.5, "word_dropout": 0.0, "loss": "token"},
-                           "model": INN_FAST})
-    command = ["train", "--task", "walks", "--data", str(walks), "--model", "inn", "--out-dir", str(run),
-               "--device", "cpu", "--settings", settings, "--stop-after", "1"]
+    settings = json.dumps(
+        {
+            "training": {"max_epochs": 3, "patience": 5, "lr": 0.5, "word_dropout": 0.0, "loss": "token"},
+            "model": INN_FAST,
+        }
+    )
+    command = [
+        "train",
+        "--task",
+        "walks",
+        "--data",
+        str(walks),
+        "--model",
+        "inn",
+        "--out-dir",
+        str(run),
+        "--device",
+        "cpu",
+        "--settings",
+        settings,
+        "--stop-after",
+        "1",
+    ]
     with caplog.at_level(logging.INFO):  # as the command line has it (pytest's root logger takes warnings)
         assert main(command) == 0
         clock.sleep(1.1)  # stretches are named by the second they began
@@ -213,13 +242,18 @@ def test_devices_of_older_histories_come_from_their_logs(tmp_path):
     run = _run(tmp_path / "results")
     (run / "logs").mkdir(parents=True)
     pd.DataFrame({"epoch": [1, 2, 3], "dev_error": [0.3, 0.2, 0.25], "seconds": [100.0, 110.0, 1500.0]}).to_csv(
-        run / "history.tsv", sep="\t", index=False)
+        run / "history.tsv", sep="\t", index=False
+    )
     (run / "logs" / "a.log").write_text(
-        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, device cuda, 1 threads\n"
+        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, "
+        "device cuda, 1 threads\n"
         "t INFO inn.experiment.train: epoch 1: train loss 0.4, dev loss\n"
         "t INFO inn.experiment.train: epoch 2: train loss 0.3, dev loss\n"
-        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, device cpu, 1 threads\n"
-        "t INFO inn.experiment.train: epoch 3: train loss 0.3, dev loss\n", encoding="utf-8")
+        "t INFO inn.experiment.train: inn on walks: 9 parameters, hidden 2, 3 train / 1 dev sequences, "
+        "device cpu, 1 threads\n"
+        "t INFO inn.experiment.train: epoch 3: train loss 0.3, dev loss\n",
+        encoding="utf-8",
+    )
     row = list_runs([tmp_path / "results"]).iloc[0]
     assert row["epochs_by_device"] == "1-2 cuda (log) 100-110 s (unrecorded); 3 cpu (log) 1500 s (unrecorded)"
     assert row["status"] == "stopped" and row["best_epoch"] == 2
@@ -228,12 +262,20 @@ def test_devices_of_older_histories_come_from_their_logs(tmp_path):
 def test_a_change_of_threads_starts_a_new_stretch(tmp_path):
     run = _run(tmp_path / "results")
     run.mkdir(parents=True)
-    pd.DataFrame({"epoch": [1, 2, 3, 4], "dev_error": [0.3, 0.2, 0.25, 0.24], "seconds": [964.0, 1019.0, 758.0, 160.0],
-                  "device": ["cpu", "cpu", "cpu", "cuda NVIDIA H200"], "threads": [1, 2, 2, 1],
-                  "commit": ["a9e4c60"] * 4}).to_csv(run / "history.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {
+            "epoch": [1, 2, 3, 4],
+            "dev_error": [0.3, 0.2, 0.25, 0.24],
+            "seconds": [964.0, 1019.0, 758.0, 160.0],
+            "device": ["cpu", "cpu", "cpu", "cuda NVIDIA H200"],
+            "threads": [1, 2, 2, 1],
+            "commit": ["a9e4c60"] * 4,
+        }
+    ).to_csv(run / "history.tsv", sep="\t", index=False)
     row = list_runs([tmp_path / "results"]).iloc[0]
-    assert row["epochs_by_device"] == ("1 cpu 964 s (a9e4c60); 2-3 cpu, 2 threads 758-1019 s (a9e4c60); "
-                                       "4 cuda NVIDIA H200 160 s (a9e4c60)")
+    assert row["epochs_by_device"] == (
+        "1 cpu 964 s (a9e4c60); 2-3 cpu, 2 threads 758-1019 s (a9e4c60); 4 cuda NVIDIA H200 160 s (a9e4c60)"
+    )
 
 
 def test_a_folder_without_runs_is_one_line(tmp_path):

@@ -85,8 +85,16 @@ def test_multiword_tokens_from_the_dictionary_in_the_token_case():
 
 
 def test_an_unseen_form_gets_the_rule_of_its_affix():
-    tokens = [("don't", ["do", "n't"]), ("won't", ["wo", "n't"]), ("can't", ["ca", "n't"]), ("isn't", ["is", "n't"]),
-              ("לישראל", ["ל", "ישראל"]), ("לבית", ["ל", "בית"]), ("לא", ["לא"]), ("front", ["front"])]
+    tokens = [
+        ("don't", ["do", "n't"]),
+        ("won't", ["wo", "n't"]),
+        ("can't", ["ca", "n't"]),
+        ("isn't", ["is", "n't"]),
+        ("לישראל", ["ל", "ישראל"]),
+        ("לבית", ["ל", "בית"]),
+        ("לא", ["לא"]),
+        ("front", ["front"]),
+    ]
     splitter = MultiwordSplitter.learn(tokens)
     assert splitter.split("Shan't") == [(0, 3, "Sha"), (3, 6, "n't")]  # unseen: the suffix rule
     assert splitter.split("לירושלים") == [(0, 1, "ל"), (1, 8, "ירושלים")]  # unseen: the prefix rule
@@ -127,8 +135,25 @@ def tiny(tmp_path_factory, ewt_dir):
     root = tmp_path_factory.mktemp("segmenter")
     train_file = root / "train.conllu"
     train_file.write_text(_blocks(ewt_dir / "en_ewt-ud-train.conllu", 60), encoding="utf-8")
-    assert main(["train-segmenter", str(train_file), "--out", str(root / "seg.pt"), "--epochs", "2", "--hidden", "8",
-                 "--language", "en", "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "train-segmenter",
+                str(train_file),
+                "--out",
+                str(root / "seg.pt"),
+                "--epochs",
+                "2",
+                "--hidden",
+                "8",
+                "--language",
+                "en",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     return root
 
 
@@ -149,16 +174,41 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
     root = tmp_path_factory.mktemp("tagger")
     for split in ("dev", "test"):  # copies: one file as two splits is refused
         (root / f"{split}.conllu").write_bytes((tiny / "train.conllu").read_bytes())
-    source = {"tags": "xpos", "train": str(tiny / "train.conllu"), "dev": str(root / "dev.conllu"),
-              "test": str(root / "test.conllu")}
-    prepare_pos("conllu", source, root / "data", "ewt", language="en", max_words=500, max_affixes=50, word_dim=4,
-                affix_dim=2)
-    train("pos", root / "data", "bilstm", root / "bilstm", TrainConfig(max_train=60, max_dev=10, max_epochs=1),
-          {"hidden_size": 4}, device="cpu", meta={"dataset": "ewt", "seed": 1, "scale": "test"})
+    source = {
+        "tags": "xpos",
+        "train": str(tiny / "train.conllu"),
+        "dev": str(root / "dev.conllu"),
+        "test": str(root / "test.conllu"),
+    }
+    prepare_pos(
+        "conllu", source, root / "data", "ewt", language="en", max_words=500, max_affixes=50, word_dim=4, affix_dim=2
+    )
+    train(
+        "pos",
+        root / "data",
+        "bilstm",
+        root / "bilstm",
+        TrainConfig(max_train=60, max_dev=10, max_epochs=1),
+        {"hidden_size": 4},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
+    )
     checkpoint = str(root / "bilstm" / "checkpoint.pt")
     assert main(["export-tagger", "--checkpoint", checkpoint, "--out", str(root / "plain.pt")]) == 0
-    assert main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", str(tiny / "seg.pt"),
-                 "--out", str(root / "tagger.pt")]) == 0
+    assert (
+        main(
+            [
+                "export-tagger",
+                "--checkpoint",
+                checkpoint,
+                "--segmenter",
+                str(tiny / "seg.pt"),
+                "--out",
+                str(root / "tagger.pt"),
+            ]
+        )
+        == 0
+    )
     tagger = Tagger.load(root / "tagger.pt", device="cpu")
     state = Segmenter.from_dict(torch.load(tiny / "seg.pt", weights_only=True)["segmenter"])
     text = "I don't know. She left at 5 pm!\n\nThanks"
@@ -172,15 +222,33 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
         Tagger.load(root / "plain.pt", device="cpu").tokenizer(route="learned")
     text_file = tmp_path_factory.mktemp("text") / "in.txt"
     text_file.write_text(text, encoding="utf-8")
-    assert main(["tag", str(root / "tagger.pt"), str(text_file), "--input", "text", "--tokenizer", "learned",
-                 "--out", str(root / "out.conllu")]) == 0
+    assert (
+        main(
+            [
+                "tag",
+                str(root / "tagger.pt"),
+                str(text_file),
+                "--input",
+                "text",
+                "--tokenizer",
+                "learned",
+                "--out",
+                str(root / "out.conllu"),
+            ]
+        )
+        == 0
+    )
     assert "# text = " in (root / "out.conllu").read_text(encoding="utf-8")
-    assert main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", checkpoint,
-                 "--out", str(root / "bad.pt")]) != 0
+    assert (
+        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", checkpoint, "--out", str(root / "bad.pt")])
+        != 0
+    )
     assert "is not a segmenter file" in capsys.readouterr().err
     french = tmp_path_factory.mktemp("fr") / "fr.pt"
     torch.save({"format": 1, "segmenter": {**state.to_dict(), "meta": {"language": "fr"}}}, french)
-    assert main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", str(french),
-                 "--out", str(root / "bad.pt")]) != 0
+    assert (
+        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", str(french), "--out", str(root / "bad.pt")])
+        != 0
+    )
     assert "segments fr text but the tagger reads en" in capsys.readouterr().err
     assert not (root / "bad.pt").exists()

@@ -37,8 +37,13 @@ _spec.loader.exec_module(minicluster)
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 #: Options the test adds to the README's command (see the module docstring).
-TEST_OPTIONS = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
-                "--slurm-keep-successful-logs"]
+TEST_OPTIONS = [
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--slurm-keep-successful-logs",
+]
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.")
 LOCK = Path("/run/inn-slurm-test.lock")
 #: the environment variable that asks for this test (it installs and starts SLURM)
@@ -73,9 +78,13 @@ def cluster():
 
 def slurm_profile(profile: Path) -> None:
     """Copy profiles/slurm to PROFILE, its placeholders edited for the test cluster as a user would."""
-    edits = {"config.yaml": {"YOUR_ACCOUNT": minicluster.ACCOUNT},
-             "partitions.yaml": {"YOUR_CPU_PARTITION": minicluster.CPU_PARTITION,
-                                 "YOUR_GPU_PARTITION": minicluster.GPU_PARTITION}}
+    edits = {
+        "config.yaml": {"YOUR_ACCOUNT": minicluster.ACCOUNT},
+        "partitions.yaml": {
+            "YOUR_CPU_PARTITION": minicluster.CPU_PARTITION,
+            "YOUR_GPU_PARTITION": minicluster.GPU_PARTITION,
+        },
+    }
     profile.mkdir()
     for name, replacements in edits.items():
         text = (PROFILE / name).read_text()
@@ -85,8 +94,9 @@ def slurm_profile(profile: Path) -> None:
         (profile / name).write_text(text)
 
 
-def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", config: dict | None = None,
-              timeout: float = 600) -> tuple[int, str]:
+def snakemake(
+    workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", config: dict | None = None, timeout: float = 600
+) -> tuple[int, str]:
     """Run Snakemake with the SLURM profile in WORKDIR; returns (exit status, output).
 
     Bounded: on timeout the whole process group is killed (a hung status loop ignores SIGTERM).
@@ -94,8 +104,19 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", c
     profile = workdir / "profile"
     if not profile.exists():
         slurm_profile(profile)
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
-               "--profile", str(profile), *TEST_OPTIONS, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(profile),
+        *TEST_OPTIONS,
+        *args,
+    ]
     if config is not None:
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         command += ["--configfile", str(workdir / "config.yaml")]
@@ -103,8 +124,15 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", c
     env["PYTHONPATH"] = str(REPO / "src")
     # Jobs run `python -m inn ...`: the interpreter running the tests must come first on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     minicluster.register_client(process.pid)
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -195,7 +223,9 @@ def test_a_failing_job_fails_the_run(cluster, tmp_path, tiny_config):
     broken.mkdir()
     for split in ("train", "dev", "test"):
         (broken / f"en_ewt-ud-{split}.conllu").write_text("not CoNLL-U\n")
-    tiny_config["corpora"]["ewt"].update({split: str(broken / f"en_ewt-ud-{split}.conllu") for split in ("train", "dev", "test")})
+    tiny_config["corpora"]["ewt"].update(
+        {split: str(broken / f"en_ewt-ud-{split}.conllu") for split in ("train", "dev", "test")}
+    )
     tiny_config["corpora"]["ptb_sample"]["enabled"] = False
     tiny_config["walks"]["b"] = [1.0]
 

@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 import scipy.optimize
 import torch
-
 from conftest import make_batch, make_layer
+
 from inn.errors import InnError
 from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
-from inn.solvers.tridiagonal import Tridiagonal
 from inn.solvers.block_tridiagonal import (
     BlockTridiagonalLU,
     batched_solve,
     block_tridiagonal_solve,
     block_tridiagonal_solve_transposed,
 )
+from inn.solvers.tridiagonal import Tridiagonal
 
 
 def _single_F(layer, xi, length):
@@ -289,9 +289,15 @@ def test_anderson_reports_divergence_and_nonfinite_per_sample():
         fx[2] = float("nan") if bool((x[2] > 2).any()) else fx[2]
         return fx
 
-    x, its, res, code, _, _ = anderson_iterate(fmap, torch.zeros(3, 4, dtype=torch.float64),
-                                               lambda x: torch.ones(3, dtype=torch.float64), tol=1e-10,
-                                               max_iter=200, memory=0, divergence_factor=10.0)
+    x, its, res, code, _, _ = anderson_iterate(
+        fmap,
+        torch.zeros(3, 4, dtype=torch.float64),
+        lambda x: torch.ones(3, dtype=torch.float64),
+        tol=1e-10,
+        max_iter=200,
+        memory=0,
+        divergence_factor=10.0,
+    )
     assert code.tolist() == [ResultCode.CONVERGED, ResultCode.DIVERGED, ResultCode.NONFINITE]
     assert torch.allclose(x[0], torch.full((4,), 2.0, dtype=torch.float64))
     assert its[1] < 10 and its[2] < 10  # failed samples stop early
@@ -302,8 +308,9 @@ def test_step_from_zero_equals_the_tridiagonal_step_at_zero(problem):
     layer, xi, mask = problem
     system = layer.system(xi, mask)
     step, residual = system.step_from_zero()
-    expected, expected_residual = system.tridiagonal_step(torch.zeros(system.shape, dtype=torch.float64),
-                                                          with_residual=True)
+    expected, expected_residual = system.tridiagonal_step(
+        torch.zeros(system.shape, dtype=torch.float64), with_residual=True
+    )
     assert torch.allclose(step, expected, rtol=1e-14, atol=1e-15)
     assert torch.equal(residual, expected_residual)
     with torch.no_grad():
@@ -388,8 +395,9 @@ def test_mixed_precision_iterates_in_bfloat16_and_finishes_in_float32(monkeypatc
     err = float((low.F(H) - system.F(H)).norm() / system.F(H).norm())
     assert 1e-5 < err < 1e-2
     passes = []
-    monkeypatch.setattr(ImplicitSystem, "low_precision",
-                        lambda self, f=ImplicitSystem.low_precision: passes.append(1) or f(self))
+    monkeypatch.setattr(
+        ImplicitSystem, "low_precision", lambda self, f=ImplicitSystem.low_precision: passes.append(1) or f(self)
+    )
     mixed, stats = solve(system, "anderson", tol=1e-5, low_precision=True)
     assert passes and stats.converged.all() and (stats.residual <= 1e-5).all()  # float32's test
     plain, plain_stats = solve(system, "anderson", tol=1e-5, low_precision=False)

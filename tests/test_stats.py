@@ -15,8 +15,9 @@ from inn.experiment.stats import UnitScores, paired_bootstrap, unit_scores
 
 def predictions(correct_per_sentence: list[list[bool]]) -> pd.DataFrame:
     """A predictions.tsv table: gold tag 'A', predicted 'A' where correct, 'B' elsewhere."""
-    rows = [(s, t, "A", "A" if ok else "B") for s, flags in enumerate(correct_per_sentence)
-            for t, ok in enumerate(flags)]
+    rows = [
+        (s, t, "A", "A" if ok else "B") for s, flags in enumerate(correct_per_sentence) for t, ok in enumerate(flags)
+    ]
     return pd.DataFrame(rows, columns=["sentence", "position", "gold", "predicted"])
 
 
@@ -100,8 +101,14 @@ def test_tags_that_look_missing_are_read_as_tags(tmp_path):
     from inn.tables import read_tsv, write_tsv
 
     tags = ["NA", "NULL", "nan", "N/A", "None", "01", "1"]
-    table = pd.DataFrame({"sentence": [0] * 7, "word": ["null", "NA", "x", "y", "z", "01", "1"],
-                          "gold": tags, "predicted": tags[:6] + ["01"]})
+    table = pd.DataFrame(
+        {
+            "sentence": [0] * 7,
+            "word": ["null", "NA", "x", "y", "z", "01", "1"],
+            "gold": tags,
+            "predicted": tags[:6] + ["01"],
+        }
+    )
     write_tsv(tmp_path / "predictions.tsv", table)
     read = read_tsv(tmp_path / "predictions.tsv")
     assert read["gold"].tolist() == tags and read["word"].tolist() == table["word"].tolist()
@@ -121,8 +128,14 @@ def test_whole_numbers_are_written_exactly(tmp_path):
     """Parameter counts in a column with gaps (a float column) keep every digit; fractions keep six."""
     from inn.tables import read_tsv, write_tsv
 
-    table = pd.DataFrame({"parameters": [2_049_001.0, np.nan, 10_997_485.0], "error": [0.123456789, 0.5, np.nan],
-                          "b": [2.0, 0.5, 1.0], "perplexity": [math.exp(700.0), 1.5, 2.0]})
+    table = pd.DataFrame(
+        {
+            "parameters": [2_049_001.0, np.nan, 10_997_485.0],
+            "error": [0.123456789, 0.5, np.nan],
+            "b": [2.0, 0.5, 1.0],
+            "perplexity": [math.exp(700.0), 1.5, 2.0],
+        }
+    )
     write_tsv(tmp_path / "t.tsv", table)
     read = read_tsv(tmp_path / "t.tsv")
     assert read.parameters.tolist()[::2] == [2_049_001, 10_997_485] and pd.isna(read.parameters[1])
@@ -155,8 +168,9 @@ def test_identical_seeds_reduce_it_to_the_test_set_interval():
     one_a, one_b = _seeded(rng, sizes, [0.93]), _seeded(rng, sizes, [0.91])
     single = paired_bootstrap(unit_scores(one_a, "sentence", "correct"), unit_scores(one_b, "sentence", "correct"))
     assert not single["seed_aware"] and (single["low"], single["high"]) == (single["test_low"], single["test_high"])
-    tripled = paired_bootstrap(unit_scores(one_a * 3, "sentence", "correct"),
-                               unit_scores(one_b * 3, "sentence", "correct"))
+    tripled = paired_bootstrap(
+        unit_scores(one_a * 3, "sentence", "correct"), unit_scores(one_b * 3, "sentence", "correct")
+    )
     assert tripled["seed_aware"]
     for key in ("difference", "low", "high", "p_value", "test_low", "test_high"):
         assert tripled[key] == single[key]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import REPO
 
 import inn.experiment.train.loop as train_module
-from conftest import REPO
 from inn.data.features import FeatureExtractor
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
@@ -30,8 +30,15 @@ MODEL = "bilstm-h4"
 def walk_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("walks") / "b1"
     for split, n, seed in (("train", 30, 1), ("dev", 10, 2), ("test", 10, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=8), b=1.0, dim=3,
-                   seed=seed, direction="gaussian", max_len=8)
+        save_walks(
+            out / f"{split}.pt",
+            generate_walks(n, b=1.0, dim=3, seed=seed, max_len=8),
+            b=1.0,
+            dim=3,
+            seed=seed,
+            direction="gaussian",
+            max_len=8,
+        )
     return out
 
 
@@ -69,16 +76,48 @@ def test_train_config_defaults_are_the_schemas():
 def test_misspelt_settings_section_is_refused_before_any_work(tmp_path, walk_dir, capsys):
     """The trial: `"trainig"` was ignored and the run trained 30 epochs on the whole corpus."""
     out = tmp_path / "run"
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(out),
-                "--settings", '{"trainig": {"max_epochs": 1}, "model": {}}']) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "walks",
+                "--data",
+                str(walk_dir),
+                "--model",
+                MODEL,
+                "--out-dir",
+                str(out),
+                "--settings",
+                '{"trainig": {"max_epochs": 1}, "model": {}}',
+            ]
+        )
+        == 2
+    )
     assert _one_line(capsys) == "error: --settings: trainig: unknown key (allowed: meta, model, training)"
     assert not out.exists()
 
 
 def test_infinite_settings_are_refused(tmp_path, walk_dir, capsys):
     """JSON's Infinity passes every minimum of a schema; a tolerance of infinity would converge at once."""
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path),
-                "--settings", '{"model": {"solver_options": {"tol": Infinity}}}']) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "walks",
+                "--data",
+                str(walk_dir),
+                "--model",
+                MODEL,
+                "--out-dir",
+                str(tmp_path),
+                "--settings",
+                '{"model": {"solver_options": {"tol": Infinity}}}',
+            ]
+        )
+        == 2
+    )
     assert _one_line(capsys) == "error: --settings: model.solver_options.tol: inf is not a finite number"
     with pytest.raises(InnError, match=r"^training\.lr: nan is not a finite number$"):
         TrainConfig(lr=float("nan"))
@@ -86,20 +125,59 @@ def test_infinite_settings_are_refused(tmp_path, walk_dir, capsys):
 
 def test_settings_file_is_checked_and_its_meta_kept(tmp_path, walk_dir):
     (tmp_path / "s.json").write_text('{"training": {"max_epochs": 1}, "meta": {"scale": "test"}}')
-    assert cli(["train", "--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path / "r"),
-                "--settings-file", str(tmp_path / "s.json"), "--device", "cpu"]) == 0
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "walks",
+                "--data",
+                str(walk_dir),
+                "--model",
+                MODEL,
+                "--out-dir",
+                str(tmp_path / "r"),
+                "--settings-file",
+                str(tmp_path / "s.json"),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["meta"]["scale"] == "test"
     (tmp_path / "bad.json").write_text('{"model": {"solver_options": {"tol": -1}}}')
-    with pytest.raises(InnError, match=rf"^--settings-file {tmp_path}/bad\.json: model\.solver_options\.tol: -1 is "
-                                       r"less than or equal to the minimum of 0$"):
-        train_module.main(["--task", "walks", "--data", str(walk_dir), "--model", MODEL, "--out-dir", str(tmp_path / "r"),
-                           "--settings-file", str(tmp_path / "bad.json")])
+    with pytest.raises(
+        InnError,
+        match=rf"^--settings-file {tmp_path}/bad\.json: model\.solver_options\.tol: -1 is "
+        r"less than or equal to the minimum of 0$",
+    ):
+        train_module.main(
+            [
+                "--task",
+                "walks",
+                "--data",
+                str(walk_dir),
+                "--model",
+                MODEL,
+                "--out-dir",
+                str(tmp_path / "r"),
+                "--settings-file",
+                str(tmp_path / "bad.json"),
+            ]
+        )
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"solver": {"options": {"tol": -1}}}, r"^config: solver\.options\.tol: -1 is less than or equal to the minimum of 0$"),
-    ({"walks": {"max_len": 1}}, r"^config: walks\.max_len: 1 is less than the minimum of 2$"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            {"solver": {"options": {"tol": -1}}},
+            r"^config: solver\.options\.tol: -1 is less than or equal to the minimum of 0$",
+        ),
+        ({"walks": {"max_len": 1}}, r"^config: walks\.max_len: 1 is less than the minimum of 2$"),
+    ],
+)
 def test_config_ranges(settings, message):
     from inn.experiment.config import validate_config
 
@@ -124,14 +202,17 @@ def test_rate_is_halved_when_a_huge_validation_loss_rises(tmp_path, walk_dir, mo
     assert list(history["lr"]) == [8.0, 8.0, 4.0, 2.0]  # halved after epochs 2 and 3, where the loss rose
 
 
-@pytest.mark.parametrize("previous, now, rose", [
-    ((1.0, math.exp(1.0)), (1.5, math.exp(1.5)), True),
-    ((1.5, math.exp(1.5)), (1.0, math.exp(1.0)), False),
-    ((650.0, math.exp(650.0)), (800.0, math.exp(700.0)), True),  # into the clamp
-    ((800.0, math.exp(700.0)), (900.0, math.exp(700.0)), True),  # inside it: the losses decide
-    ((900.0, math.exp(700.0)), (800.0, math.exp(700.0)), False),
-    ((800.0, math.exp(700.0)), (600.0, math.exp(600.0)), False),
-])
+@pytest.mark.parametrize(
+    "previous, now, rose",
+    [
+        ((1.0, math.exp(1.0)), (1.5, math.exp(1.5)), True),
+        ((1.5, math.exp(1.5)), (1.0, math.exp(1.0)), False),
+        ((650.0, math.exp(650.0)), (800.0, math.exp(700.0)), True),  # into the clamp
+        ((800.0, math.exp(700.0)), (900.0, math.exp(700.0)), True),  # inside it: the losses decide
+        ((900.0, math.exp(700.0)), (800.0, math.exp(700.0)), False),
+        ((800.0, math.exp(700.0)), (600.0, math.exp(600.0)), False),
+    ],
+)
 def test_perplexity_rise(previous, now, rose):
     row = lambda loss, ppl: {"dev_loss": loss, "dev_perplexity": ppl}  # noqa: E731
     assert _perplexity_rose(row(*previous), row(*now)) is rose
@@ -143,20 +224,24 @@ def test_below_the_clamp_the_rule_compares_perplexities_as_before():
     loss = 3.0
     close = math.nextafter(loss, 4.0)
     same = math.exp(loss) == math.exp(close)
-    assert _perplexity_rose({"dev_loss": loss, "dev_perplexity": math.exp(loss)},
-                            {"dev_loss": close, "dev_perplexity": math.exp(close)}) is (not same)
+    assert _perplexity_rose(
+        {"dev_loss": loss, "dev_perplexity": math.exp(loss)}, {"dev_loss": close, "dev_perplexity": math.exp(close)}
+    ) is (not same)
 
 
 # --------------------------------------------------------------------------- damaged files
 
 
-@pytest.mark.parametrize("content, problem", [
-    ('{"sizes": {"max_words": 5', r"not JSON: Expecting .+"),
-    ("", r"the file is empty"),
-    ("just some text\n", r"not JSON: Expecting value: line 1 column 1 \(char 0\)"),
-    ('{"sizes": {}}', r"no 'words' entry"),
-    ("[1, 2]", r"unexpected content: .+"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ('{"sizes": {"max_words": 5', r"not JSON: Expecting .+"),
+        ("", r"the file is empty"),
+        ("just some text\n", r"not JSON: Expecting value: line 1 column 1 \(char 0\)"),
+        ('{"sizes": {}}', r"no 'words' entry"),
+        ("[1, 2]", r"unexpected content: .+"),
+    ],
+)
 def test_damaged_features_json_is_one_line(tmp_path, pos_dir, capsys, content, problem):
     data = tmp_path / "data"
     data.mkdir()
@@ -166,31 +251,53 @@ def test_damaged_features_json_is_one_line(tmp_path, pos_dir, capsys, content, p
     fix = r": delete it and prepare the corpus again \(the data stage rewrites it\)$"
     with pytest.raises(InnError, match=rf"^damaged feature vocabularies {data}/features\.json \({problem}\){fix}"):
         FeatureExtractor.load(data / "features.json")
-    assert cli(["train", "--task", "pos", "--data", str(data), "--model", "gru", "--out-dir", str(tmp_path / "run"),
-                "--settings", '{"model": {"hidden_size": 3}}']) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--task",
+                "pos",
+                "--data",
+                str(data),
+                "--model",
+                "gru",
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--settings",
+                '{"model": {"hidden_size": 3}}',
+            ]
+        )
+        == 2
+    )
     assert _one_line(capsys).startswith(f"error: damaged feature vocabularies {data}/features.json (")
 
 
 def test_last_pt_that_is_a_folder_is_found_before_any_work(tmp_path, walk_dir, monkeypatch):
     (tmp_path / "last.pt").mkdir()
     monkeypatch.setattr(train_module, "load_task_data", lambda *a: pytest.fail("read the data"))
-    with pytest.raises(InnError, match=rf"^{tmp_path}/last\.pt is a folder where the run keeps its file last\.pt: "
-                                       r"move it aside, then rerun$"):
+    with pytest.raises(
+        InnError,
+        match=rf"^{tmp_path}/last\.pt is a folder where the run keeps its file last\.pt: "
+        r"move it aside, then rerun$",
+    ):
         train("walks", walk_dir, MODEL, tmp_path, TrainConfig(max_epochs=1), device="cpu")
 
 
 # --------------------------------------------------------------------------- command-line numbers
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--b", "-1"], "argument --b: must be a finite number above 0, not '-1'"),
-    (["--b", "0"], "argument --b: must be a finite number above 0, not '0'"),
-    (["--b", "nan"], "argument --b: must be a finite number above 0, not 'nan'"),
-    (["--b", "inf"], "argument --b: must be a finite number above 0, not 'inf'"),
-    (["--b", "1", "--max-len", "1"], "argument --max-len: must be a whole number of at least 2, not '1'"),
-    (["--b", "1", "--train", "0"], "argument --train: must be a whole number of at least 1, not '0'"),
-    (["--b", "1", "--dim", "0"], "argument --dim: must be a whole number of at least 1, not '0'"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--b", "-1"], "argument --b: must be a finite number above 0, not '-1'"),
+        (["--b", "0"], "argument --b: must be a finite number above 0, not '0'"),
+        (["--b", "nan"], "argument --b: must be a finite number above 0, not 'nan'"),
+        (["--b", "inf"], "argument --b: must be a finite number above 0, not 'inf'"),
+        (["--b", "1", "--max-len", "1"], "argument --max-len: must be a whole number of at least 2, not '1'"),
+        (["--b", "1", "--train", "0"], "argument --train: must be a whole number of at least 1, not '0'"),
+        (["--b", "1", "--dim", "0"], "argument --dim: must be a whole number of at least 1, not '0'"),
+    ],
+)
 def test_generate_walks_numbers(tmp_path, capsys, args, line):
     base = ["generate-walks", "--dim", "2", "--seed", "1", "--out-dir", str(tmp_path / "w")]
     with pytest.raises(SystemExit, match="2"):
@@ -199,14 +306,17 @@ def test_generate_walks_numbers(tmp_path, capsys, args, line):
     assert not (tmp_path / "w").exists()
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--lengths", "-5"], "argument --lengths: must be a whole number of at least 1, not '-5'"),
-    (["--lengths", "0", "4"], "argument --lengths: must be a whole number of at least 1, not '0'"),
-    (["--batch-size", "0"], "argument --batch-size: must be a whole number of at least 1, not '0'"),
-    (["--hidden", "0"], "argument --hidden: must be a whole number of at least 1, not '0'"),
-    (["--repeats", "0"], "argument --repeats: must be a whole number of at least 1, not '0'"),
-    (["--tol", "-1"], "argument --tol: must be a finite number above 0, not '-1'"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--lengths", "-5"], "argument --lengths: must be a whole number of at least 1, not '-5'"),
+        (["--lengths", "0", "4"], "argument --lengths: must be a whole number of at least 1, not '0'"),
+        (["--batch-size", "0"], "argument --batch-size: must be a whole number of at least 1, not '0'"),
+        (["--hidden", "0"], "argument --hidden: must be a whole number of at least 1, not '0'"),
+        (["--repeats", "0"], "argument --repeats: must be a whole number of at least 1, not '0'"),
+        (["--tol", "-1"], "argument --tol: must be a finite number above 0, not '-1'"),
+    ],
+)
 def test_benchmark_numbers(tmp_path, capsys, args, line):
     with pytest.raises(SystemExit, match="2"):
         cli(["benchmark", "--out", str(tmp_path / "b.tsv")] + args)
@@ -215,10 +325,28 @@ def test_benchmark_numbers(tmp_path, capsys, args, line):
 
 def test_benchmark_text_file_as_checkpoint(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not weights\n")
-    assert cli(["benchmark", "--checkpoint", str(tmp_path / "notes.txt"), "--hidden", "4", "--lengths", "3",
-                "--repeats", "1", "--out", str(tmp_path / "b.tsv")]) == 2
-    assert _one_line(capsys) == (f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
-                                 "checkpoint.pt of a trained implicit model, or a state_dict of an implicit layer")
+    assert (
+        cli(
+            [
+                "benchmark",
+                "--checkpoint",
+                str(tmp_path / "notes.txt"),
+                "--hidden",
+                "4",
+                "--lengths",
+                "3",
+                "--repeats",
+                "1",
+                "--out",
+                str(tmp_path / "b.tsv"),
+            ]
+        )
+        == 2
+    )
+    assert _one_line(capsys) == (
+        f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
+        "checkpoint.pt of a trained implicit model, or a state_dict of an implicit layer"
+    )
 
 
 @pytest.mark.parametrize("kind", ["tsv", "empty", "checkpoint", "folder"])
@@ -233,29 +361,47 @@ def test_walk_floor_on_what_is_not_a_walk_file(tmp_path, walk_dir, capsys, kind)
         path = tmp_path / "run" / "checkpoint.pt"
     else:
         path.mkdir()
-    assert cli(["walk-floor", str(path), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
+    assert (
+        cli(["walk-floor", str(path), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
+    )
     line = _one_line(capsys)
-    expected = {"folder": f"error: {path} is a folder, not a walk file: give one of its files",
-                "checkpoint": f"error: {path} is not a walk file (no x, y and lengths; a model checkpoint?)",
-                "tsv": f"error: cannot read walk file {path} (not a torch file)",
-                "empty": f"error: cannot read walk file {path} (the file is empty)"}[kind]
+    expected = {
+        "folder": f"error: {path} is a folder, not a walk file: give one of its files",
+        "checkpoint": f"error: {path} is not a walk file (no x, y and lengths; a model checkpoint?)",
+        "tsv": f"error: cannot read walk file {path} (not a torch file)",
+        "empty": f"error: cannot read walk file {path} (the file is empty)",
+    }[kind]
     assert line.startswith(expected)
-    assert line.endswith("give a file written by `inn generate-walks` (train.pt, dev.pt or test.pt)") or kind == "folder"
+    assert (
+        line.endswith("give a file written by `inn generate-walks` (train.pt, dev.pt or test.pt)") or kind == "folder"
+    )
     assert not (tmp_path / "f.tsv").exists()
 
 
-@pytest.mark.parametrize("command, args, line", [
-    ("time-model", ["--lengths", "4", "0"], "argument --lengths: must be a whole number of at least 1, not '0'"),
-    ("time-model", ["--lengths", "4", "--repeats", "0"], "argument --repeats: must be a whole number of at least 1, not '0'"),
-    ("time-model", ["--lengths", "4", "--batch-size", "-2"],
-     "argument --batch-size: must be a whole number of at least 1, not '-2'"),
-    ("walk-floor-survey", ["--b", "nan"], "argument --b: must be a finite number above 0, not 'nan'"),
-    ("walk-floor-survey", ["--walks", "0"], "argument --walks: must be a whole number of at least 1, not '0'"),
-    ("walk-floor-survey", ["--dims", "0"], "argument --dims: must be a whole number of at least 1, not '0'"),
-])
+@pytest.mark.parametrize(
+    "command, args, line",
+    [
+        ("time-model", ["--lengths", "4", "0"], "argument --lengths: must be a whole number of at least 1, not '0'"),
+        (
+            "time-model",
+            ["--lengths", "4", "--repeats", "0"],
+            "argument --repeats: must be a whole number of at least 1, not '0'",
+        ),
+        (
+            "time-model",
+            ["--lengths", "4", "--batch-size", "-2"],
+            "argument --batch-size: must be a whole number of at least 1, not '-2'",
+        ),
+        ("walk-floor-survey", ["--b", "nan"], "argument --b: must be a finite number above 0, not 'nan'"),
+        ("walk-floor-survey", ["--walks", "0"], "argument --walks: must be a whole number of at least 1, not '0'"),
+        ("walk-floor-survey", ["--dims", "0"], "argument --dims: must be a whole number of at least 1, not '0'"),
+    ],
+)
 def test_timing_and_survey_numbers(tmp_path, capsys, command, args, line):
-    required = {"time-model": ["--checkpoint", "c.pt", "--data", "d", "--out", str(tmp_path / "t.tsv")],
-                "walk-floor-survey": ["--out", str(tmp_path / "s.tsv")]}[command]
+    required = {
+        "time-model": ["--checkpoint", "c.pt", "--data", "d", "--out", str(tmp_path / "t.tsv")],
+        "walk-floor-survey": ["--out", str(tmp_path / "s.tsv")],
+    }[command]
     with pytest.raises(SystemExit, match="2"):
         cli([command] + required + args)
     assert capsys.readouterr().err.splitlines()[-1] == f"inn {command}: error: {line}"

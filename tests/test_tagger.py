@@ -22,7 +22,11 @@ from inn.experiment.train import TrainConfig, train
 from inn.tagger import Tagger
 
 TINY_FEATURES = dict(max_words=2000, max_affixes=200, word_dim=8, affix_dim=2)
-INN_FAST = {"hidden_size": 8, "solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
+INN_FAST = {
+    "hidden_size": 8,
+    "solver": "newton_krylov",
+    "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20},
+}
 CFG = TrainConfig(max_train=300, max_dev=50, max_epochs=1)
 
 GUM_LIKE = """\
@@ -81,8 +85,12 @@ def ewt_small(tmp_path_factory, ewt_dir):
     train_file = root / "train.conllu"
     train_file.write_text(_blocks(ewt_dir / "en_ewt-ud-train.conllu", 400), encoding="utf-8")
     out = root / "data" / "ewt"
-    source = {"tags": "xpos", "train": str(train_file), "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-              "test": str(ewt_dir / "en_ewt-ud-test.conllu")}
+    source = {
+        "tags": "xpos",
+        "train": str(train_file),
+        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
+        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
+    }
     prepare_pos("conllu", source, out, "ewt", **TINY_FEATURES)
     return out
 
@@ -94,11 +102,39 @@ def models(tmp_path_factory, ewt_small):
     meta = {"dataset": "ewt", "seed": 1, "scale": "test"}
     train("pos", ewt_small, "inn", root / "inn", CFG, INN_FAST, device="cpu", meta=meta)
     train("pos", ewt_small, "bilstm", root / "bilstm", CFG, {"hidden_size": 8}, device="cpu", meta=meta)
-    assert main(["train-perceptron", "--data", str(ewt_small), "--out-dir", str(root / "perceptron"),
-                 "--max-train", "300", "--iterations", "1", "--scale", "test"]) == 0
+    assert (
+        main(
+            [
+                "train-perceptron",
+                "--data",
+                str(ewt_small),
+                "--out-dir",
+                str(root / "perceptron"),
+                "--max-train",
+                "300",
+                "--iterations",
+                "1",
+                "--scale",
+                "test",
+            ]
+        )
+        == 0
+    )
     for name in ("inn", "bilstm", "perceptron"):
-        assert main(["evaluate", "--checkpoint", str(root / name / "checkpoint.pt"), "--data", str(ewt_small),
-                     "--out-dir", str(root / name / "eval")]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--checkpoint",
+                    str(root / name / "checkpoint.pt"),
+                    "--data",
+                    str(ewt_small),
+                    "--out-dir",
+                    str(root / name / "eval"),
+                ]
+            )
+            == 0
+        )
     return root
 
 
@@ -113,19 +149,25 @@ def _tag(argv, capsys, stdin: bytes | None = None, monkeypatch=None):
 
 def _without(line: str, column: int) -> list[str]:
     fields = line.split("\t")
-    return fields[:column] + fields[column + 1:] if len(fields) == 10 else fields
+    return fields[:column] + fields[column + 1 :] if len(fields) == 10 else fields
 
 
 # --------------------------------------------------------------------------- the EWT test file
 
 
 @pytest.mark.parametrize("name", ["inn", "perceptron"])
-def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(tmp_path, models, ewt_dir, name,
-                                                                               capsys, caplog):
+def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(
+    tmp_path, models, ewt_dir, name, capsys, caplog
+):
     gold = (ewt_dir / "en_ewt-ud-test.conllu").read_text(encoding="utf-8")
     blank = tmp_path / "blank.conllu"
-    blank.write_text("".join("\t".join(f[:4] + ["_"] + f[5:]) + "\n" if len(f := line.split("\t")) == 10
-                             else line + "\n" for line in gold.splitlines()), encoding="utf-8")
+    blank.write_text(
+        "".join(
+            "\t".join(f[:4] + ["_"] + f[5:]) + "\n" if len(f := line.split("\t")) == 10 else line + "\n"
+            for line in gold.splitlines()
+        ),
+        encoding="utf-8",
+    )
     model = models / name / "checkpoint.pt"
     status, out, err = _tag([model, blank], capsys)
     assert status == 0 and err == ""
@@ -139,16 +181,28 @@ def test_ewt_test_file_tagged_line_for_line_with_evaluates_tags_and_accuracy(tmp
     assert [f[4] for f in words] == predictions.predicted.tolist()
     # and so is the accuracy on the gold file
     with caplog.at_level(logging.INFO, logger="inn.tagging.commands"):
-        status, _, _ = _tag([model, ewt_dir / "en_ewt-ud-test.conllu", "--accuracy", "--metrics",
-                             tmp_path / "m.json", "--out", tmp_path / "tagged.conllu"], capsys)
+        status, _, _ = _tag(
+            [
+                model,
+                ewt_dir / "en_ewt-ud-test.conllu",
+                "--accuracy",
+                "--metrics",
+                tmp_path / "m.json",
+                "--out",
+                tmp_path / "tagged.conllu",
+            ],
+            capsys,
+        )
     assert status == 0
     evaluated = json.loads((models / name / "eval" / "metrics.json").read_text())
     scored = json.loads((tmp_path / "m.json").read_text())
     assert scored["accuracy"] == evaluated["accuracy"] and scored["unseen_accuracy"] == evaluated["unseen_accuracy"]
     assert scored["tokens"] == evaluated["tokens"] == 25094
     messages = [r.getMessage() for r in caplog.records]
-    assert f"accuracy {evaluated['accuracy']:.4f}% on 25094 tokens, unseen-word accuracy " \
-           f"{evaluated['unseen_accuracy']:.4f}% on {evaluated['unseen_tokens']} tokens" in messages
+    assert (
+        f"accuracy {evaluated['accuracy']:.4f}% on 25094 tokens, unseen-word accuracy "
+        f"{evaluated['unseen_accuracy']:.4f}% on {evaluated['unseen_tokens']} tokens" in messages
+    )
     (speed,) = [m for m in messages if m.startswith("tagged ")]
     assert speed.startswith("tagged 2077 sentences, 25094 words in ") and "words/s) on cpu" in speed
     assert speed.endswith("non-converged solve(s)")
@@ -158,9 +212,25 @@ def test_benchmark_tagger_row_per_model_with_evaluates_accuracy(tmp_path, models
     """The benchmark tags as ``inn tag`` does: on the test file, evaluation's accuracy."""
     out = tmp_path / "speed.tsv"
     names = ("inn", "bilstm", "perceptron")
-    assert main(["benchmark-tagger", *(str(models / n / "checkpoint.pt") for n in names), "--text",
-                 str(ewt_dir / "en_ewt-ud-test.conllu"), "--repeats", "2", "--threads", "1", "--device", "cpu",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "benchmark-tagger",
+                *(str(models / n / "checkpoint.pt") for n in names),
+                "--text",
+                str(ewt_dir / "en_ewt-ud-test.conllu"),
+                "--repeats",
+                "2",
+                "--threads",
+                "1",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = pd.read_csv(out, sep="\t")
     assert rows.model.tolist() == list(names)
     assert (rows.tokens == 25094).all() and (rows.sentences == 2077).all() and (rows.repeats == 2).all()
@@ -174,8 +244,11 @@ def test_benchmark_tagger_row_per_model_with_evaluates_accuracy(tmp_path, models
 # --------------------------------------------------------------------------- every line kept, three forms
 
 
-@pytest.mark.parametrize("text", [GUM_LIKE, FRENCH_LIKE, GUM_LIKE + COMMENTS_ALONE + FRENCH_LIKE],
-                         ids=["gum_like", "french_like", "comments_alone"])
+@pytest.mark.parametrize(
+    "text",
+    [GUM_LIKE, FRENCH_LIKE, GUM_LIKE + COMMENTS_ALONE + FRENCH_LIKE],
+    ids=["gum_like", "french_like", "comments_alone"],
+)
 def test_multiword_ranges_empty_nodes_and_comments_survive(tmp_path, models, text, capsys):
     path = tmp_path / "in.conllu"
     path.write_text(text, encoding="utf-8")
@@ -209,8 +282,10 @@ def test_horizontal_and_vertical_input_give_the_conllu_tags(tmp_path, models, ca
     (tmp_path / "v.txt").write_text(vertical, encoding="utf-8")
     status, out, _ = _tag([model, tmp_path / "v.txt", "--input", "vertical", "--output", "vertical"], capsys)
     assert status == 0
-    assert out == "".join("".join(f"{p.rsplit('_', 1)[0]}\t{p.rsplit('_', 1)[1]}\n" for p in line.split()) + "\n"
-                          for line in from_conllu.splitlines())
+    assert out == "".join(
+        "".join(f"{p.rsplit('_', 1)[0]}\t{p.rsplit('_', 1)[1]}\n" for p in line.split()) + "\n"
+        for line in from_conllu.splitlines()
+    )
     # CoNLL-U output from plain input: one ten-column line per word, the tag in XPOS
     _, out, _ = _tag([model, tmp_path / "v.txt", "--input", "vertical"], capsys)
     first = out.split("\n\n")[0].splitlines()
@@ -241,37 +316,66 @@ def test_exported_tagger_file_is_self_contained_and_safe(tmp_path, models, ewt_s
     alone = tmp_path / "alone"
     alone.mkdir()
     run = models / "inn"
-    assert main(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--metrics",
-                 str(run / "eval" / "metrics.json"), "--out", str(alone / "tagger.pt")]) == 0
+    assert (
+        main(
+            [
+                "export-tagger",
+                "--checkpoint",
+                str(run / "checkpoint.pt"),
+                "--metrics",
+                str(run / "eval" / "metrics.json"),
+                "--out",
+                str(alone / "tagger.pt"),
+            ]
+        )
+        == 0
+    )
     payload = torch.load(alone / "tagger.pt", weights_only=True)  # plain data: loading cannot run code
     evaluated = json.loads((run / "eval" / "metrics.json").read_text())
     assert payload["meta"]["test"]["accuracy"] == evaluated["accuracy"]
-    assert payload["meta"]["dev"]["accuracy"] > 0 and payload["meta"]["seed"] == 1 and payload["meta"]["scale"] == "test"
+    assert (
+        payload["meta"]["dev"]["accuracy"] > 0 and payload["meta"]["seed"] == 1 and payload["meta"]["scale"] == "test"
+    )
     assert payload["data"]["column"] == "xpos" and payload["data"]["corpus"] == "ewt"
     assert payload["inn_version"] == "0.1.0" and payload["format"] == 2
     assert not {"optimizer", "train_state", "settings"} & set(payload)
     (alone / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
     status, out, _ = _tag([alone / "tagger.pt", alone / "in.txt", "--output", "horizontal"], capsys)
-    assert status == 0 and out == " ".join(f"{w}_{t}" for w, t in zip(
-        ["The", "cat", "sleeps", "."], Tagger.load(run / "checkpoint.pt", "cpu").tag([["The", "cat", "sleeps", "."]])[0]
-    )) + "\n"
+    assert (
+        status == 0
+        and out
+        == " ".join(
+            f"{w}_{t}"
+            for w, t in zip(
+                ["The", "cat", "sleeps", "."],
+                Tagger.load(run / "checkpoint.pt", "cpu").tag([["The", "cat", "sleeps", "."]])[0],
+            )
+        )
+        + "\n"
+    )
 
 
-def test_a_checkpoint_from_before_tagger_files_converts_with_its_features(tmp_path, models, ewt_small, capsys,
-                                                                          monkeypatch):
+def test_a_checkpoint_from_before_tagger_files_converts_with_its_features(
+    tmp_path, models, ewt_small, capsys, monkeypatch
+):
     old = tmp_path / "old.pt"
     payload = read_checkpoint(models / "bilstm" / "checkpoint.pt")
     torch.save({k: v for k, v in payload.items() if k not in ("data", "inn_version")} | {"format": 1}, old)
     status, _, err = _tag([old, "-"], capsys, b"The cat\n", monkeypatch)
     assert status == 2
-    assert err == (f"error: {old} holds no feature vocabularies (written by inn before tagger files, format 1): "
-                   f"convert it with `inn export-tagger --checkpoint {old} --data results/data/pos/<corpus> "
-                   "--out tagger.pt`\n")
-    assert main(["export-tagger", "--checkpoint", str(old), "--data", str(ewt_small), "--out",
-                 str(tmp_path / "new.pt")]) == 0
+    assert err == (
+        f"error: {old} holds no feature vocabularies (written by inn before tagger files, format 1): "
+        f"convert it with `inn export-tagger --checkpoint {old} --data results/data/pos/<corpus> "
+        "--out tagger.pt`\n"
+    )
+    assert (
+        main(["export-tagger", "--checkpoint", str(old), "--data", str(ewt_small), "--out", str(tmp_path / "new.pt")])
+        == 0
+    )
     sentences = [["The", "cat", "sleeps", "."]]
-    assert Tagger.load(tmp_path / "new.pt", "cpu").tag(sentences) == \
-        Tagger.load(models / "bilstm" / "checkpoint.pt", "cpu").tag(sentences)
+    assert Tagger.load(tmp_path / "new.pt", "cpu").tag(sentences) == Tagger.load(
+        models / "bilstm" / "checkpoint.pt", "cpu"
+    ).tag(sentences)
 
 
 # --------------------------------------------------------------------------- bad input, one line each
@@ -288,8 +392,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     assert (status, stdout) == (2, "") and not out.exists()
     assert err == f"error: {bad}:7: malformed CoNLL-U line: expected 10 tab-separated fields, found 9\n"
     bad.write_text(GUM_LIKE.replace("4\tknow", "four\tknow"), encoding="utf-8")
-    assert _tag([model, bad], capsys)[2] == (f"error: {bad}:8: malformed CoNLL-U line: ID 'four' is not a word "
-                                             "index (3), a multiword range (3-4) or an empty node (3.1)\n")
+    assert _tag([model, bad], capsys)[2] == (
+        f"error: {bad}:8: malformed CoNLL-U line: ID 'four' is not a word "
+        "index (3), a multiword range (3-4) or an empty node (3.1)\n"
+    )
     latin = tmp_path / "latin1.conllu"
     latin.write_bytes(FRENCH_LIKE.encode("latin-1"))
     status, _, err = _tag([model, good, latin, "--out", out], capsys)
@@ -307,14 +413,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     assert auto[1].count("\n") == 2 and auto[1].startswith("#winning_")
     hashtags.write_text("# text = The\n1\tThe" + "\t_" * 8 + "\nThe cat sleeps\n", encoding="utf-8")
     assert _tag([model, hashtags], capsys)[2] == (
-        f"error: {hashtags}:3: malformed CoNLL-U line: expected 10 tab-separated fields, found 1\n")
+        f"error: {hashtags}:3: malformed CoNLL-U line: expected 10 tab-separated fields, found 1\n"
+    )
     # word<TAB>tag lines are not sentences of words: refused unless --input says which form
     vertical = tmp_path / "tagged.txt"
     vertical.write_text("The\tDT\ncat\tNN\n\nIt\tPRP\n", encoding="utf-8")
     assert _tag([model, vertical], capsys)[2] == (
         f"error: {vertical}:1: tab-separated fields, but not a CoNLL-U token line (10 fields starting with an ID): "
         "give --input vertical for word<TAB>... lines, --input conllu to have a CoNLL-U file checked line by line, "
-        "or --input horizontal for tabs as spaces\n")
+        "or --input horizontal for tabs as spaces\n"
+    )
     status, stdout, _ = _tag([model, vertical, "--input", "vertical", "--output", "vertical"], capsys)
     assert status == 0 and [line.split("\t")[0] for line in stdout.split("\n") if line] == ["The", "cat", "It"]
     # a .conllu file is read as CoNLL-U even when its first token line is malformed
@@ -322,8 +430,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, models, capsys, monk
     assert "malformed CoNLL-U line: expected 10 tab-separated fields, found 9" in _tag([model, bad], capsys)[2]
     # no gold tags for --accuracy: the line of the first word without one
     status, _, err = _tag([model, good, "--accuracy"], capsys)
-    assert (status, err) == (2, f"error: {good}:4: no gold XPOS tag to score against (--accuracy needs the gold "
-                                "tags in the XPOS column)\n")
+    assert (status, err) == (
+        2,
+        f"error: {good}:4: no gold XPOS tag to score against (--accuracy needs the gold tags in the XPOS column)\n",
+    )
     # empty input: empty output, exit 0
     status, stdout, err = _tag([model, "--out", out], capsys, b"", monkeypatch)
     assert (status, err) == (0, "") and out.read_text() == ""
@@ -344,7 +454,8 @@ def test_plain_text_keeps_its_lines_and_refuses_lone_carriage_returns(tmp_path, 
     text.write_bytes(b"The cat sleeps .\rA dog barks .\r")
     assert _tag([model, text], capsys)[2] == (
         f"error: {text}:1: a carriage return inside the line: end lines with \\n or \\r\\n "
-        "(e.g. tr '\\r' '\\n' < in > out)\n")
+        "(e.g. tr '\\r' '\\n' < in > out)\n"
+    )
     text.write_text("The cat sleeps .\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="inn.tagging.commands"):
         assert _tag([model, text, "--column", "upos"], capsys)[0] == 0
@@ -354,11 +465,26 @@ def test_plain_text_keeps_its_lines_and_refuses_lone_carriage_returns(tmp_path, 
 def test_export_takes_only_this_models_test_scores(tmp_path, models, capsys):
     run = models / "inn"
     evaluated = json.loads((run / "eval" / "metrics.json").read_text())
-    for wrong, message in (({"model": "bilstm"}, "scores model bilstm, but"), ({"seed": 7}, "scores seed 7, but"),
-                           ({"split": "dev"}, "scores the dev split, or part of it")):
+    for wrong, message in (
+        ({"model": "bilstm"}, "scores model bilstm, but"),
+        ({"seed": 7}, "scores seed 7, but"),
+        ({"split": "dev"}, "scores the dev split, or part of it"),
+    ):
         (tmp_path / "m.json").write_text(json.dumps({**evaluated, **wrong}))
-        assert main(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--metrics",
-                     str(tmp_path / "m.json"), "--out", str(tmp_path / "t.pt")]) == 2
+        assert (
+            main(
+                [
+                    "export-tagger",
+                    "--checkpoint",
+                    str(run / "checkpoint.pt"),
+                    "--metrics",
+                    str(tmp_path / "m.json"),
+                    "--out",
+                    str(tmp_path / "t.pt"),
+                ]
+            )
+            == 2
+        )
         assert message in capsys.readouterr().err and not (tmp_path / "t.pt").exists()
 
 
@@ -371,12 +497,12 @@ def test_a_file_that_is_not_a_tagger_is_one_line(tmp_path, models, capsys):
     cases = {
         walks: f"error: {walks} is a walks model, not a tagger: only POS models tag text\n",
         tmp_path / "weights.pt": f"error: {tmp_path / 'weights.pt'} is not an inn model file (no model in it): "
-                                 "give a checkpoint.pt or a tagger file\n",
+        "give a checkpoint.pt or a tagger file\n",
         tmp_path / "code.pt": f"error: {tmp_path / 'code.pt'} is refused: loading it would run Python code "
-                              "(pandas._libs.tslibs.timestamps._unpickle_timestamp), and inn reads model, state and "
-                              "data files only as data; give a model file inn wrote (checkpoint.pt or tagger.pt)\n",
+        "(pandas._libs.tslibs.timestamps._unpickle_timestamp), and inn reads model, state and "
+        "data files only as data; give a model file inn wrote (checkpoint.pt or tagger.pt)\n",
         tmp_path / "newer.pt": f"error: {tmp_path / 'newer.pt'} was written by inn 9.0 in model file format 9, which "
-                               "inn 0.1.0 cannot read (formats 1, 2): use the inn version that wrote it, or upgrade inn\n",
+        "inn 0.1.0 cannot read (formats 1, 2): use the inn version that wrote it, or upgrade inn\n",
     }
     torch.save({"weights": torch.zeros(3)}, tmp_path / "weights.pt")
     torch.save({"format": 2, "perceptron": {}, "hook": pd.Timestamp(0)}, tmp_path / "code.pt")
@@ -402,8 +528,9 @@ def test_out_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(tmp_path, models, cap
     reader = threading.Thread(target=lambda: received.append(pipe.read_text(encoding="utf-8")))
     reader.start()
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
-    status, _, _ = _tag([models / "bilstm" / "checkpoint.pt", tmp_path / "in.txt", "--output", "horizontal",
-                         "--out", pipe], capsys)
+    status, _, _ = _tag(
+        [models / "bilstm" / "checkpoint.pt", tmp_path / "in.txt", "--output", "horizontal", "--out", pipe], capsys
+    )
     reader.join(timeout=30)
     assert status == 0 and received[0].startswith("The_") and stat.S_ISFIFO(os.stat(pipe).st_mode)
     with pytest.raises(InnError, match=f"cannot write {pipe} atomically: it is not a regular file"):

@@ -18,8 +18,10 @@ from inn.registry import TASKS, paper_task, tagging_task, task_spec
 
 REPO = Path(__file__).resolve().parents[1]
 #: a test of a task's name: ``task == "pos"``, ``runs.task != 'walks'``, ``"pos" if``, ``in ("pos",``
-NAME_TEST = re.compile(r"""task *[!=]= *['"](pos|walks)|[!=]= *['"](pos|walks)['"]|['"](pos|walks)['"] *[!=]="""
-                       r"""|in \(['"](pos|walks)['"]|['"](pos|walks)['"] if""")
+NAME_TEST = re.compile(
+    r"""task *[!=]= *['"](pos|walks)|[!=]= *['"](pos|walks)['"]|['"](pos|walks)['"] *[!=]="""
+    r"""|in \(['"](pos|walks)['"]|['"](pos|walks)['"] if"""
+)
 
 
 def name_tests(text: str) -> list[str]:
@@ -27,10 +29,16 @@ def name_tests(text: str) -> list[str]:
 
 
 def test_the_scan_finds_the_name_tests_it_looks_for():
-    assert name_tests('''if task == "pos":\nx = runs[runs.task == 'walks']\nm = "a" if t != "walks" else "b"\n'''
-                      '''k = "pos" if a else "walks"\nif t in ("pos", "x"):\nlabel = "pos"\n''') == [
-        'if task == "pos":', "x = runs[runs.task == 'walks']", 'm = "a" if t != "walks" else "b"',
-        'k = "pos" if a else "walks"', 'if t in ("pos", "x"):']
+    assert name_tests(
+        """if task == "pos":\nx = runs[runs.task == 'walks']\nm = "a" if t != "walks" else "b"\n"""
+        """k = "pos" if a else "walks"\nif t in ("pos", "x"):\nlabel = "pos"\n"""
+    ) == [
+        'if task == "pos":',
+        "x = runs[runs.task == 'walks']",
+        'm = "a" if t != "walks" else "b"',
+        'k = "pos" if a else "walks"',
+        'if t in ("pos", "x"):',
+    ]
 
 
 def test_no_code_outside_the_task_registry_compares_a_tasks_name():
@@ -62,10 +70,21 @@ def test_each_task_names_its_data_files_and_output_width():
 def test_the_feature_size_is_the_extractors_and_the_encoders():
     assert task_spec("pos").feature_size({"word_dim": 320, "affix_dim": 20}) == 448 == feature_size(320, 20)
     assert FeatureExtractor(word_dim=4, affix_dim=2).feature_size == task_spec("pos").feature_size(
-        {"word_dim": 4, "affix_dim": 2})
+        {"word_dim": 4, "affix_dim": 2}
+    )
     assert task_spec("walks").feature_size is None  # a walk model's hidden size is always configured
-    model = build_model(ModelConfig(task="pos", kind="gru", hidden_size=3, num_classes=5, word_vocab=10,
-                                    affix_vocab=(4,) * 6, word_dim=4, affix_dim=2))
+    model = build_model(
+        ModelConfig(
+            task="pos",
+            kind="gru",
+            hidden_size=3,
+            num_classes=5,
+            word_vocab=10,
+            affix_vocab=(4,) * 6,
+            word_dim=4,
+            affix_dim=2,
+        )
+    )
     assert model.rnn_input_size == 4 + 6 * 2 + 8 and model.output.out_features == 5
 
 
@@ -87,6 +106,19 @@ def test_an_unknown_task_is_one_line():
 
 
 def test_the_models_module_re_exports_the_registries():
-    for name in ("MODELS", "CELLS", "ROLES", "TASKS", "ModelSpec", "CellSpec", "TaskSpec", "register",
-                 "register_cell", "model_with_role", "parse_model_name", "base_name", "FEATURES"):
+    for name in (
+        "MODELS",
+        "CELLS",
+        "ROLES",
+        "TASKS",
+        "ModelSpec",
+        "CellSpec",
+        "TaskSpec",
+        "register",
+        "register_cell",
+        "model_with_role",
+        "parse_model_name",
+        "base_name",
+        "FEATURES",
+    ):
         assert getattr(inn.models, name) is getattr(inn.registry, name), name

@@ -14,19 +14,24 @@ from inn import device
 @pytest.fixture
 def machine(monkeypatch):
     """A machine of ``cores`` cores (this process's affinity) at one-minute load ``load``."""
+
     def make(cores: int, load: float) -> None:
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
         monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+
     return make
 
 
-@pytest.mark.parametrize("cores, load, threads", [
-    (2, 0.1, 2),    # a quiet two-core machine: both cores
-    (2, 1.2, 1),    # one single-thread training beside: the other core
-    (2, 13.0, 1),   # busy beyond its cores: one thread, never none
-    (64, 0.0, device.MAX_DEFAULT_THREADS),  # a big quiet machine: capped
-    (8, 2.6, 4),    # eight cores, three busy: the cap of four
-])
+@pytest.mark.parametrize(
+    "cores, load, threads",
+    [
+        (2, 0.1, 2),  # a quiet two-core machine: both cores
+        (2, 1.2, 1),  # one single-thread training beside: the other core
+        (2, 13.0, 1),  # busy beyond its cores: one thread, never none
+        (64, 0.0, device.MAX_DEFAULT_THREADS),  # a big quiet machine: capped
+        (8, 2.6, 4),  # eight cores, three busy: the cap of four
+    ],
+)
 def test_default_threads_take_the_free_cores_at_most_the_cap(machine, cores, load, threads):
     machine(cores, load)
     assert device.default_threads() == threads

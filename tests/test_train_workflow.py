@@ -14,13 +14,30 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-
 from conftest import TEST_CONFIGS
-from inn.data.corpora import EWT_FILES
 from test_workflow import REPO, SNAKEMAKE, snakemake
 
-UPOS = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
-        "SCONJ", "SYM", "VERB", "X"}
+from inn.data.corpora import EWT_FILES
+
+UPOS = {
+    "ADJ",
+    "ADP",
+    "ADV",
+    "AUX",
+    "CCONJ",
+    "DET",
+    "INTJ",
+    "NOUN",
+    "NUM",
+    "PART",
+    "PRON",
+    "PROPN",
+    "PUNCT",
+    "SCONJ",
+    "SYM",
+    "VERB",
+    "X",
+}
 
 
 def test_training_rules_in_the_full_dry_run():
@@ -41,7 +58,11 @@ def test_every_preset_is_valid(preset, tmp_path, ewt_dir):
         alone = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}")
         assert alone.returncode != 0
         assert alone.stderr.strip().splitlines()[-1].startswith("error: config: models.pos.run: ")
-        corpus = {"format": "conllu", "tags": "xpos", **{split: str(ewt_dir / name) for split, name in EWT_FILES.items()}}
+        corpus = {
+            "format": "conllu",
+            "tags": "xpos",
+            **{split: str(ewt_dir / name) for split, name in EWT_FILES.items()},
+        }
         (tmp_path / "my.yaml").write_text(yaml.safe_dump({"corpora": {"mine": corpus}}))
         own = [str(tmp_path / "my.yaml")]
     result = snakemake("-n", "--quiet", "rules", "--configfile", f"config/{preset}", *own)
@@ -57,28 +78,56 @@ def test_the_tagger_preset_trains_the_named_taggers_alone_in_a_folder_of_its_own
     checkout = tmp_path / "checkout"
     (checkout / "results/tables").mkdir(parents=True)
     (checkout / "results/tables/table2.tsv").write_text("another run's table\n")
-    small = {"corpora": {"my_tb": user_treebank(tmp_path / "treebank", ewt_dir)},
-             "models": {"pos": {"run": ["bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1}},
-             "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
-             "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
-             "device": "cpu", "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10}}
+    small = {
+        "corpora": {"my_tb": user_treebank(tmp_path / "treebank", ewt_dir)},
+        "models": {"pos": {"run": ["bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1}},
+        "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
+        "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
+        "device": "cpu",
+        "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
+    }
     (checkout / "my.yaml").write_text(yaml.safe_dump(small))
-    command = SNAKEMAKE + ["--cores", "2", "--configfile", str(REPO / "config/tagger.yaml"), "my.yaml",
-                           "--directory", "out/my_tagger"]
-    result = subprocess.run(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                            capture_output=True, text=True, timeout=900)
+    command = SNAKEMAKE + [
+        "--cores",
+        "2",
+        "--configfile",
+        str(REPO / "config/tagger.yaml"),
+        "my.yaml",
+        "--directory",
+        "out/my_tagger",
+    ]
+    result = subprocess.run(
+        command,
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     stats = result.stdout + result.stderr
-    jobs = set(re.findall(r"^(\w+)\s+\d+$", stats[stats.index("Job stats:"):stats.index("total")], re.M))
-    assert jobs == {"prepare_corpus", "train_model", "train_perceptron", "evaluate_model", "export_tagger",
-                    "summarize_data", "collect_tables", "render_report", "all"}
+    jobs = set(re.findall(r"^(\w+)\s+\d+$", stats[stats.index("Job stats:") : stats.index("total")], re.M))
+    assert jobs == {
+        "prepare_corpus",
+        "train_model",
+        "train_perceptron",
+        "evaluate_model",
+        "export_tagger",
+        "summarize_data",
+        "collect_tables",
+        "render_report",
+        "all",
+    }
     run = checkout / "out/my_tagger/results"
     assert sorted(p.name for p in (run / "train/pos/my_tb").iterdir()) == ["bilstm", "perceptron"]
     for model in ("bilstm", "perceptron"):
         assert (run / f"taggers/pos/my_tb/{model}/seed1/tagger.pt").is_file()
     assert not (run / "data/walks").exists() and not (run / "timing").exists()
-    written = sorted(str(p.relative_to(checkout)) for p in checkout.rglob("*")
-                     if p.is_file() and not p.is_relative_to(checkout / "out"))
+    written = sorted(
+        str(p.relative_to(checkout))
+        for p in checkout.rglob("*")
+        if p.is_file() and not p.is_relative_to(checkout / "out")
+    )
     assert written == ["my.yaml", "results/tables/table2.tsv"]
     assert (checkout / "results/tables/table2.tsv").read_text() == "another run's table\n"
     html = (run / "report/index.html").read_text()
@@ -98,8 +147,10 @@ def user_treebank(folder, ewt_dir, sentences=(120, 40, 40)):
     for (split, name), count in zip(EWT_FILES.items(), sentences):
         blocks = (ewt_dir / name).read_text(encoding="utf-8").split("\n\n")[:count]
         files[split] = folder / f"part-{split[:2]}.txt"
-        files[split].write_text("\n\n".join("\n".join(_blank_xpos(line) for line in block.splitlines())
-                                            for block in blocks) + "\n\n", encoding="utf-8")
+        files[split].write_text(
+            "\n\n".join("\n".join(_blank_xpos(line) for line in block.splitlines()) for block in blocks) + "\n\n",
+            encoding="utf-8",
+        )
     return {"format": "conllu", "tags": "upos", **{split: str(path) for split, path in files.items()}}
 
 
@@ -128,7 +179,9 @@ def test_train_and_evaluate_end_to_end(tmp_path, finished_run):
     run_folder, _, corpus = finished_run
     data = pd.read_csv(run_folder / "results/tables/data_pos.tsv", sep="\t")
     assert data.set_index("split").loc[:, ["corpus", "sentences"]].to_dict("list") == {
-        "corpus": ["my_tb"] * 3, "sentences": [120, 40, 40]}
+        "corpus": ["my_tb"] * 3,
+        "sentences": [120, 40, 40],
+    }
     runs = [("pos", "my_tb", m) for m in ("inn", "bilstm", "perceptron")]
     runs += [("walks", "b0.5", m) for m in ("inn", "bilstm-h4")]
     for task, dataset, model in runs:
@@ -163,7 +216,11 @@ def test_train_and_evaluate_end_to_end(tmp_path, finished_run):
     assert table1.b.tolist() == [0.5] and table1.bilstm_best_size.tolist() == [4]
     timing = pd.read_csv(tables / "timing.tsv", sep="\t")
     assert {(t, m) for t, m in zip(timing.task, timing.model)} == {
-        ("pos", "inn"), ("pos", "bilstm"), ("walks", "inn"), ("walks", "bilstm-h4")}
+        ("pos", "inn"),
+        ("pos", "bilstm"),
+        ("walks", "inn"),
+        ("walks", "bilstm-h4"),
+    }
     assert timing.n_min.eq(4).all() and timing.n_max.eq(8).all()
     html = (run_folder / "results/report/index.html").read_text()
     assert "Not the full reproduction (scale label: test)" in html and "Implicit-layer benchmark" in html
@@ -200,11 +257,20 @@ def test_snakemakes_own_report_of_a_finished_run(tmp_path, finished_run):
         names = report.namelist()
         html = report.read("report/report.html").decode()
     assert sorted(Path(name).name for name in names if name.startswith("report/data/raw/")) == [
-        "comparisons.tsv", "data_pos.tsv", "data_walks.tsv", "index.html", "table1.tsv", "table2.tsv", "timing.tsv",
-        "verdict.tsv"]
+        "comparisons.tsv",
+        "data_pos.tsv",
+        "data_walks.tsv",
+        "index.html",
+        "table1.tsv",
+        "table2.tsv",
+        "timing.tsv",
+        "verdict.tsv",
+    ]
     assert "Bayes-optimal floor of each test set" in html  # a caption (workflow/report/table1.rst)
-    assert r'at scale <tt class=\"docutils literal\">test<' in html  # the description, its config filled in
+    assert r"at scale <tt class=\"docutils literal\">test<" in html  # the description, its config filled in
     assert {path: path.stat().st_mtime_ns for path in (run_folder / "results").rglob("*") if path.is_file()} == before
+
+
 @pytest.mark.workflow
 def test_a_restarted_training_job_resumes(tmp_path, tiny_workflow_config):
     """A job killed after its first epoch leaves last.pt; the rerun continues from it."""
@@ -218,9 +284,16 @@ def test_a_restarted_training_job_resumes(tmp_path, tiny_workflow_config):
     from inn.experiment.config import training_defaults
     from inn.experiment.train import TrainConfig, train
 
-    train("walks", tmp_path / "results/data/walks/b0.5", "bilstm-h4", tmp_path / "results/train/walks/b0.5/bilstm-h4/seed1",
-          TrainConfig(**{**training_defaults("walks"), **config["training"]["walks"], "seed": 1}), device="cpu",
-          meta={"scale": "test", "dataset": "b0.5", "seed": 1}, stop_after=1)
+    train(
+        "walks",
+        tmp_path / "results/data/walks/b0.5",
+        "bilstm-h4",
+        tmp_path / "results/train/walks/b0.5/bilstm-h4/seed1",
+        TrainConfig(**{**training_defaults("walks"), **config["training"]["walks"], "seed": 1}),
+        device="cpu",
+        meta={"scale": "test", "dataset": "b0.5", "seed": 1},
+        stop_after=1,
+    )
     result = snakemake(target, workdir=tmp_path, config=config)
     assert result.returncode == 0, result.stderr[-3000:]
     log = (tmp_path / "logs/train_model/walks/b0.5/bilstm-h4/seed1.log").read_text()

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 import torch
 
+from inn.checkpoints import load_checkpoint, sealed
 from inn.data.corpora import EWT_FILES
-from inn.experiment.prepare import prepare_pos
 from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment.evaluate import evaluate_checkpoint, score_pos, score_walks
-from inn.checkpoints import load_checkpoint, sealed
-from inn.models import parse_model_name
+from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, WarmStarts, train
+from inn.models import parse_model_name
 
 TINY_FEATURES = dict(max_words=3000, max_affixes=300, word_dim=8, affix_dim=2)  # 8 + 12 + 8 = 28
 INN_FAST = {"solver": "newton_krylov", "solver_options": {"tol": 1e-4, "max_iter": 20, "krylov_max_iter": 20}}
@@ -69,8 +69,17 @@ def test_every_pos_model_learns(tmp_path, pos_dir, name):
     assert (tmp_path / "checkpoint.pt").is_file() and (tmp_path / "history.tsv").is_file()
     assert not (tmp_path / "last.pt").exists()  # resume state is removed once training finished
     if name == "inn":
-        assert {"newton_iters", "krylov_iters", "residual", "nonconverged", "newton_hist", "newton_limit",
-                "backward_hist", "backward_limit", "homotopy"} <= set(history.columns)
+        assert {
+            "newton_iters",
+            "krylov_iters",
+            "residual",
+            "nonconverged",
+            "newton_hist",
+            "newton_limit",
+            "backward_hist",
+            "backward_limit",
+            "homotopy",
+        } <= set(history.columns)
         assert history.newton_iters.gt(0).all()
 
 
@@ -86,15 +95,27 @@ def test_solver_tally_bins_iterations_and_counts_limit_hits():
     def stats(iterations, codes, extra=None):
         its = torch.tensor(iterations)
         code = torch.tensor(codes)
-        return SolverStats("anderson", its, torch.zeros_like(its), torch.zeros(len(its)), code == 0, code,
-                           torch.zeros_like(its), extra=extra or {})
+        return SolverStats(
+            "anderson",
+            its,
+            torch.zeros_like(its),
+            torch.zeros(len(its)),
+            code == 0,
+            code,
+            torch.zeros_like(its),
+            extra=extra or {},
+        )
 
     limit = int(ResultCode.MAX_ITERATIONS)
     tally = SolverTally()
     for adjoint in ("anderson", "gmres"):
-        tally.add(SimpleNamespace(last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit], {"fallback": 2, "homotopy": 1}),
-                                  last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)]),
-                                  last_adjoint_solver=adjoint))
+        tally.add(
+            SimpleNamespace(
+                last_stats=stats([3, 10, 11, 200], [0, 0, 0, limit], {"fallback": 2, "homotopy": 1}),
+                last_backward_stats=stats([41, 81, 230, 230], [0, 0, limit, int(ResultCode.DIVERGED)]),
+                last_adjoint_solver=adjoint,
+            )
+        )
     row = tally.row()
     assert row["backward_gmres"] == 1  # batches whose adjoint GMRES solved
     assert (row["newton_hist"], row["newton_limit"], row["homotopy"]) == ("4/2/0/0/0/2", 2, 2)
@@ -104,15 +125,24 @@ def test_solver_tally_bins_iterations_and_counts_limit_hits():
 @pytest.mark.parametrize("name", ["inn", "bilstm-h8"])
 def test_walk_models_learn(tmp_path, walk_dir, name):
     options = {"hidden_size": 10, **INN_FAST} if name == "inn" else {}
-    history = train("walks", walk_dir, name, tmp_path, _cfg(max_epochs=4, max_train=None, max_dev=None), options,
-                    device="cpu")
+    history = train(
+        "walks", walk_dir, name, tmp_path, _cfg(max_epochs=4, max_train=None, max_dev=None), options, device="cpu"
+    )
     assert history.train_loss.iloc[-1] < history.train_loss.iloc[0]
     assert history.dev_error.between(0, 1).all()
 
 
 def test_checkpoint_contract_for_timing(tmp_path, pos_dir):
-    train("pos", pos_dir, "inn", tmp_path, _cfg(max_epochs=1), {"hidden_size": None, **INN_FAST}, device="cpu",
-          meta={"dataset": "ewt", "seed": 1})
+    train(
+        "pos",
+        pos_dir,
+        "inn",
+        tmp_path,
+        _cfg(max_epochs=1),
+        {"hidden_size": None, **INN_FAST},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1},
+    )
     model, meta = load_checkpoint(tmp_path / "checkpoint.pt")
     assert not model.training and meta["task"] == "pos" and meta["epochs"] == 1
     assert model.config.hidden_size == model.rnn_input_size == 28  # INN hidden = feature size by default
@@ -126,11 +156,38 @@ def test_checkpoint_contract_for_timing(tmp_path, pos_dir):
 def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model, cell):
     from inn.experiment.benchmark import main as benchmark
 
-    train("pos", pos_dir, model, tmp_path, _cfg(max_epochs=1), {"hidden_size": 6, **INN_FAST}, device="cpu",
-          meta={"dataset": "ewt", "seed": 1})
+    train(
+        "pos",
+        pos_dir,
+        model,
+        tmp_path,
+        _cfg(max_epochs=1),
+        {"hidden_size": 6, **INN_FAST},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1},
+    )
     out = tmp_path / "bench.tsv"
-    args = ["--checkpoint", str(tmp_path / "checkpoint.pt"), "--hidden", "6", "--lengths", "3", "6", "--batch-size", "2",
-            "--repeats", "1", "--harder", "--methods", "anderson", "--baselines", cell, "--peers", "--out", str(out)]
+    args = [
+        "--checkpoint",
+        str(tmp_path / "checkpoint.pt"),
+        "--hidden",
+        "6",
+        "--lengths",
+        "3",
+        "6",
+        "--batch-size",
+        "2",
+        "--repeats",
+        "1",
+        "--harder",
+        "--methods",
+        "anderson",
+        "--baselines",
+        cell,
+        "--peers",
+        "--out",
+        str(out),
+    ]
     benchmark(args + ["--data", str(pos_dir)])
     rows = pd.read_csv(out, sep="\t")
     trained = rows[(rows.weights == "checkpoint") & (rows.method == "anderson")]
@@ -163,7 +220,6 @@ def test_resume_of_the_implicit_model(tmp_path, walk_dir, name):
     assert (straight.nonconverged == 0).all() and straight.newton_iters.gt(0).all()
 
 
-
 def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
     """CUDA graphs replay the eager steps, so turning them on or off between a run's stops
     resumes it (on a CPU "auto" solves eagerly: the history is the straight run's); the
@@ -172,8 +228,15 @@ def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
     options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-4}}
     straight = train("walks", walk_dir, "inn", tmp_path / "a", cfg, options, device="cpu")
     train("walks", walk_dir, "inn", tmp_path / "b", cfg, options, device="cpu", stop_after=1)
-    graphed = {**options, "solver_options": {**options["solver_options"], "cuda_graph": "auto",
-                                             "backward_cuda_graph": "auto", "cuda_graph_steps": 10}}
+    graphed = {
+        **options,
+        "solver_options": {
+            **options["solver_options"],
+            "cuda_graph": "auto",
+            "backward_cuda_graph": "auto",
+            "cuda_graph_steps": 10,
+        },
+    }
     looser = {**graphed, "solver_options": {**graphed["solver_options"], "tol": 1e-3}}
     with pytest.raises(InnError, match=r"different configuration \(differs in model.solver_options.tol\)"):
         train("walks", walk_dir, "inn", tmp_path / "b", cfg, looser, device="cpu")
@@ -182,11 +245,20 @@ def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
     saved = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert saved["meta"]["settings"]["model"]["solver_options"]["cuda_graph"] == "auto"
 
+
 def test_implicit_lstm_tagger_trains_evaluates_and_times(tmp_path, pos_dir):
     from inn.experiment.timing import time_checkpoint
 
-    train("pos", pos_dir, "inn_lstm", tmp_path, _cfg(max_epochs=1), {"hidden_size": 10, "solver": "anderson",
-          "solver_options": {"tol": 1e-4}, "forget_max": 0.95}, device="cpu", meta={"dataset": "ewt", "seed": 1})
+    train(
+        "pos",
+        pos_dir,
+        "inn_lstm",
+        tmp_path,
+        _cfg(max_epochs=1),
+        {"hidden_size": 10, "solver": "anderson", "solver_options": {"tol": 1e-4}, "forget_max": 0.95},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1},
+    )
     model, _ = load_checkpoint(tmp_path / "checkpoint.pt")
     assert type(model.rnn).__name__ == "ImplicitLSTM" and model.rnn.state_size == 20
     assert model.rnn.cell.forget_max == 0.95  # the cap travels in the checkpoint
@@ -219,8 +291,9 @@ def test_warm_starts_keep_each_sequence_state():
 def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_dir):
     cfg = _cfg(max_epochs=3, max_train=None, max_dev=None)
     options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
-    cold = train("walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start=False),
-                 options, device="cpu")
+    cold = train(
+        "walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start=False), options, device="cpu"
+    )
     warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
     # epoch 1 has nothing to start from; later epochs start from the previous epoch's states
     pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
@@ -236,8 +309,11 @@ def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_di
 
 def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
     train("pos", pos_dir, "gru", tmp_path, _cfg(), {"hidden_size": 8}, device="cpu", stop_after=1)
-    with pytest.raises(InnError, match=r"last.pt was written by a different configuration \(differs in "
-                                       r"model.hidden_size, training.lr\); delete it"):
+    with pytest.raises(
+        InnError,
+        match=r"last.pt was written by a different configuration \(differs in "
+        r"model.hidden_size, training.lr\); delete it",
+    ):
         train("pos", pos_dir, "gru", tmp_path, _cfg(lr=0.1), {"hidden_size": 9}, device="cpu")
     # a model setting added since the checkpoint was written counts as its default there
     saved = torch.load(tmp_path / "last.pt", weights_only=True)
@@ -254,8 +330,9 @@ def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
 
 
 def test_nan_loss_names_epoch_and_batch_and_keeps_the_last_checkpoint(tmp_path, walk_dir):
-    train("walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu",
-          stop_after=1)
+    train(
+        "walks", walk_dir, "bilstm-h4", tmp_path / "run", _cfg(max_train=None, max_dev=None), device="cpu", stop_after=1
+    )
     # a weight gone bad after epoch 1 (the data must stay: last.pt resumes only on its own data)
     saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     saved["state_dict"]["output.weight"][0, 0] = float("nan")
@@ -274,16 +351,22 @@ def test_a_solve_gone_non_finite_is_named_as_the_cause(tmp_path, walk_dir):
     saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     saved["state_dict"]["rnn.weight_gates"][4, 0] = float("inf")  # U_f: f (and so c) no longer finite
     torch.save(sealed(saved), tmp_path / "run" / "last.pt")
-    with pytest.raises(InnError, match=r"loss is nan at epoch 2, batch 1 of 3: the implicit layer's forward solve "
-                                       r"went non-finite in \d+ of \d+ sequences \(their states grew without bound.*"
-                                       r"capping the implicit LSTM's forget gate \(inn_lstm_forget_max below 1"):
+    with pytest.raises(
+        InnError,
+        match=r"loss is nan at epoch 2, batch 1 of 3: the implicit layer's forward solve "
+        r"went non-finite in \d+ of \d+ sequences \(their states grew without bound.*"
+        r"capping the implicit LSTM's forget gate \(inn_lstm_forget_max below 1",
+    ):
         train("walks", walk_dir, "inn_lstm", tmp_path / "run", cfg, options, device="cpu")
 
 
 def test_solver_failures_are_counted_and_strict_mode_stops(tmp_path, walk_dir):
     cfg = _cfg(max_epochs=1, max_train=None, max_dev=None)
-    loose = {"hidden_size": 6, "solver": "newton_krylov",
-             "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2}}
+    loose = {
+        "hidden_size": 6,
+        "solver": "newton_krylov",
+        "solver_options": {"tol": 1e-12, "max_iter": 1, "krylov_max_iter": 2},
+    }
     history = train("walks", walk_dir, "inn", tmp_path / "loose", cfg, loose, device="cpu")
     assert history.nonconverged.iloc[0] > 0 and history.residual.iloc[0] > 1e-12
     strict = {**loose, "solver_options": {**loose["solver_options"], "strict": True}}
@@ -315,23 +398,52 @@ def test_score_walks_on_hand_made_predictions():
 
 
 def test_evaluate_a_trained_tagger(tmp_path, pos_dir):
-    train("pos", pos_dir, "bilstm", tmp_path, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu",
-          meta={"dataset": "ewt", "seed": 3, "scale": "quick"})
+    train(
+        "pos",
+        pos_dir,
+        "bilstm",
+        tmp_path,
+        _cfg(max_epochs=2),
+        {"hidden_size": 8},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 3, "scale": "quick"},
+    )
     metrics, table = evaluate_checkpoint(tmp_path / "checkpoint.pt", pos_dir, "test", device="cpu", max_sequences=50)
     assert metrics["metric"] == "accuracy" and 0 < metrics["accuracy"] <= 100
     assert metrics["tokens"] == len(table) and metrics["unseen_tokens"] > 0
-    for key in ("task", "dataset", "model", "seed", "scale", "per_tag", "unseen_accuracy", "parameters", "epochs",
-                "seconds_per_epoch", "device", "hidden_size", "training"):
+    for key in (
+        "task",
+        "dataset",
+        "model",
+        "seed",
+        "scale",
+        "per_tag",
+        "unseen_accuracy",
+        "parameters",
+        "epochs",
+        "seconds_per_epoch",
+        "device",
+        "hidden_size",
+        "training",
+    ):
         assert metrics[key] is not None, key
-    assert (metrics["model"], metrics["seed"], metrics["epochs"], metrics["training"]["batch_size"]) == ("bilstm", 3, 2, 20)
+    assert (metrics["model"], metrics["seed"], metrics["epochs"], metrics["training"]["batch_size"]) == (
+        "bilstm",
+        3,
+        2,
+        20,
+    )
 
 
 def test_evaluation_refuses_other_vocabularies(tmp_path, pos_dir, ewt_dir):
     train("pos", pos_dir, "gru", tmp_path / "run", _cfg(max_epochs=1), {"hidden_size": 8}, device="cpu")
     other = tmp_path / "other"
     prepare_pos("conllu", ewt_files(ewt_dir), other, "ewt", **{**TINY_FEATURES, "max_words": 100})
-    with pytest.raises(InnError, match=r"run/checkpoint.pt was trained on other data \(ewt, fingerprint \w+\) than "
-                                       r".*/other \(fingerprint \w+\): evaluate it on the folder it was trained on"):
+    with pytest.raises(
+        InnError,
+        match=r"run/checkpoint.pt was trained on other data \(ewt, fingerprint \w+\) than "
+        r".*/other \(fingerprint \w+\): evaluate it on the folder it was trained on",
+    ):
         evaluate_checkpoint(tmp_path / "run" / "checkpoint.pt", other, "test", device="cpu")
 
 
@@ -339,14 +451,42 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
     from inn.experiment.cli import main
 
     out = tmp_path / "perceptron"
-    assert main(["train-perceptron", "--data", str(pos_dir), "--out-dir", str(out), "--max-train", "300",
-                 "--iterations", "2"]) == 0
+    assert (
+        main(
+            [
+                "train-perceptron",
+                "--data",
+                str(pos_dir),
+                "--out-dir",
+                str(out),
+                "--max-train",
+                "300",
+                "--iterations",
+                "2",
+            ]
+        )
+        == 0
+    )
     history = pd.read_csv(out / "history.tsv", sep="\t")
     assert len(history) == 1 and history.dev_accuracy.iloc[0] > 70
     # where it trained, as a neural run's history records it (the report's header counts it)
     assert (history.device.iloc[0], history.threads.iloc[0]) == ("cpu", 1)
-    assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
-                 "--out-dir", str(out), "--max-sequences", "100"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(out / "checkpoint.pt"),
+                "--data",
+                str(pos_dir),
+                "--out-dir",
+                str(out),
+                "--max-sequences",
+                "100",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "perceptron" and metrics["task"] == "pos"
     assert (metrics["device"], metrics["threads"]) == ("cpu", 1)
@@ -357,11 +497,33 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
 def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     from inn.experiment.cli import main
 
-    assert main(["train", "--task", "pos", "--data", str(pos_dir), "--model", "gru", "--out-dir", str(tmp_path),
-                 "--settings", '{"training": {"learning_rate": 1}}']) == 2
-    assert capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
-    assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir),
-                 "--out-dir", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "pos",
+                "--data",
+                str(pos_dir),
+                "--model",
+                "gru",
+                "--out-dir",
+                str(tmp_path),
+                "--settings",
+                '{"training": {"learning_rate": 1}}',
+            ]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
+    )
+    assert (
+        main(
+            ["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir), "--out-dir", str(tmp_path)]
+        )
+        == 2
+    )
     missing = f"model file not found: {tmp_path / 'none.pt'} (nothing of a close name in {tmp_path})"
     assert missing in capsys.readouterr().err
 
@@ -372,8 +534,15 @@ def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, wal
     choice costs its one counted iteration, and the run learns as without them."""
     cfg = _cfg(max_epochs=3, max_train=None, max_dev=None, warm_start_adjoint=True)
     options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
-    cold = train("walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start_adjoint=False),
-                 options, device="cpu")
+    cold = train(
+        "walks",
+        walk_dir,
+        "inn",
+        tmp_path / "cold",
+        dataclasses.replace(cfg, warm_start_adjoint=False),
+        options,
+        device="cpu",
+    )
     warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
     # epoch 1 has no adjoints to start from; later epochs start from the previous epoch's
     pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
@@ -390,8 +559,15 @@ def test_jacobian_regularisation_adds_to_the_loss_and_trains(tmp_path, walk_dir)
     options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
     cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
     plain = train("walks", walk_dir, "inn", tmp_path / "plain", cfg, options, device="cpu")
-    reg = train("walks", walk_dir, "inn", tmp_path / "reg",
-                dataclasses.replace(cfg, jacobian_weight=5.0, jacobian_every=2), options, device="cpu")
+    reg = train(
+        "walks",
+        walk_dir,
+        "inn",
+        tmp_path / "reg",
+        dataclasses.replace(cfg, jacobian_weight=5.0, jacobian_every=2),
+        options,
+        device="cpu",
+    )
     assert "jacobian_fro2" not in plain and (reg.jacobian_fro2 > 0).all()
     # the penalty's gradient changes the training (train_loss itself is the task's loss alone)
     assert (reg.train_loss - plain.train_loss).abs().max() > 1e-6
@@ -409,14 +585,27 @@ def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, ca
     out = tmp_path / "run"
     train("pos", pos_dir, "gru", out, _cfg(max_epochs=2), {"hidden_size": 8}, device="cpu")
     old = (out / "checkpoint.pt").read_bytes()
-    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1,
-          retrain=True)
+    train("pos", pos_dir, "gru", out, _cfg(max_epochs=3), {"hidden_size": 8}, device="cpu", stop_after=1, retrain=True)
     assert not (out / "checkpoint.pt").exists() and len(pd.read_csv(out / "history.tsv", sep="\t")) == 1
     [aside] = out.glob("checkpoint.pt.replaced-*")
     assert aside.read_bytes() == old and len(list(out.glob("history.tsv.replaced-*"))) == 1
     (out / "checkpoint.pt").write_bytes(old)  # the old model beside the new, unfinished history
-    assert main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(pos_dir),
-                 "--history", str(out / "history.tsv"), "--out-dir", str(tmp_path / "eval")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(out / "checkpoint.pt"),
+                "--data",
+                str(pos_dir),
+                "--history",
+                str(out / "history.tsv"),
+                "--out-dir",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 2
+    )
     assert "history.tsv has 1 epoch(s) but" in capsys.readouterr().err
     assert not (tmp_path / "eval" / "metrics.json").exists()
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 import inn.data.corpora as corpora
 import inn.experiment.config as config
@@ -37,17 +38,15 @@ from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = TINY_FEATURES
 TEXT = TINY_TEXT
 #: the same sentences as CoNLL-U, their PTB tags in XPOS
-CONLLU = ("1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
-          "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n")
-
-
-
+CONLLU = (
+    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
+    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +66,10 @@ def test_tsv_tag_with_whitespace_at_an_end_is_refused(tmp_path, tag):
     path.write_text(f"a\tDT\ncat\t{tag}\n\n", encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_tagged(path)
-    assert str(error.value) == (f"{path}:2: tag {tag!r} has whitespace at its start or end: remove it (as it is, "
-                                "it would be a tag class of its own)")
+    assert str(error.value) == (
+        f"{path}:2: tag {tag!r} has whitespace at its start or end: remove it (as it is, "
+        "it would be a tag class of its own)"
+    )
 
 
 def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
@@ -82,24 +83,49 @@ def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
 def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
     files = tiny_corpus(tmp_path / "raw")
     files["dev"].write_text("The\tDT\ncat\tNN \n\n")
-    assert cli(["prepare-pos", "--corpus", "mine", "--format", "tsv", "--train", str(files["train"]), "--dev",
-                str(files["dev"]), "--test", str(files["test"]), "--out-dir", str(tmp_path / "out")]) == 2
-    assert one_line(capsys) == (f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
-                                 "it (as it is, it would be a tag class of its own)")
+    assert (
+        cli(
+            [
+                "prepare-pos",
+                "--corpus",
+                "mine",
+                "--format",
+                "tsv",
+                "--train",
+                str(files["train"]),
+                "--dev",
+                str(files["dev"]),
+                "--test",
+                str(files["test"]),
+                "--out-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
+    assert one_line(capsys) == (
+        f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
+        "it (as it is, it would be a tag class of its own)"
+    )
     assert not (tmp_path / "out" / "features.json").exists()
 
 
-@pytest.mark.parametrize("column, upos, xpos, what, tag", [
-    ("xpos", "NOUN", "NN ", "XPOS", "NN "),
-    ("upos", " NOUN", "NN", "UPOS", " NOUN"),
-])
+@pytest.mark.parametrize(
+    "column, upos, xpos, what, tag",
+    [
+        ("xpos", "NOUN", "NN ", "XPOS", "NN "),
+        ("upos", " NOUN", "NN", "UPOS", " NOUN"),
+    ],
+)
 def test_conllu_tag_with_whitespace_at_an_end_is_refused(tmp_path, column, upos, xpos, what, tag):
     path = tmp_path / "a.conllu"
     path.write_text(CONLLU.replace("NOUN\tNN", f"{upos}\t{xpos}"), encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_conllu(path, column)
-    assert str(error.value) == (f"{path}:2: {what} {tag!r} has whitespace at its start or end: remove it (as it "
-                                "is, it would be a tag class of its own)")
+    assert str(error.value) == (
+        f"{path}:2: {what} {tag!r} has whitespace at its start or end: remove it (as it "
+        "is, it would be a tag class of its own)"
+    )
 
 
 def test_conllu_tag_with_a_space_inside_is_malformed(tmp_path):
@@ -107,8 +133,10 @@ def test_conllu_tag_with_a_space_inside_is_malformed(tmp_path):
     path.write_text(CONLLU.replace("\tNN\t", "\tN N\t"), encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_conllu(path)
-    assert str(error.value) == (f"{path}:2: malformed CoNLL-U line: XPOS 'N N' holds whitespace, which CoNLL-U "
-                                "allows only in FORM, LEMMA and MISC: remove it")
+    assert str(error.value) == (
+        f"{path}:2: malformed CoNLL-U line: XPOS 'N N' holds whitespace, which CoNLL-U "
+        "allows only in FORM, LEMMA and MISC: remove it"
+    )
 
 
 def test_conllu_crlf_and_byte_order_mark_are_kept(tmp_path):
@@ -122,8 +150,10 @@ def test_tag_accuracy_refuses_a_gold_tag_with_a_trailing_space(tmp_path, model, 
     gold = tmp_path / "gold.conllu"
     gold.write_text(CONLLU.replace("\tNN\t", "\tNN \t"), encoding="utf-8")
     assert cli(["tag", str(model), str(gold), "--accuracy", "--out", str(tmp_path / "o.conllu")]) == 2
-    assert one_line(capsys) == (f"error: {gold}:2: XPOS 'NN ' has whitespace at its start or end: remove it (as "
-                                 "it is, it would be a tag class of its own)")
+    assert one_line(capsys) == (
+        f"error: {gold}:2: XPOS 'NN ' has whitespace at its start or end: remove it (as "
+        "it is, it would be a tag class of its own)"
+    )
 
 
 # --------------------------------------------------------------------------- P2, P5: folders where files go
@@ -134,8 +164,9 @@ def test_tag_out_naming_a_folder_is_one_line(tmp_path, model, capsys):
     text.write_text("The cat sat .\n")
     (tmp_path / "out").mkdir()
     assert cli(["tag", str(model), str(text), "--out", str(tmp_path / "out")]) == 2
-    assert one_line(capsys) == (f"error: --out {tmp_path}/out is a folder: give a file path, e.g. "
-                                 f"{tmp_path}/out/tagged.conllu")
+    assert one_line(capsys) == (
+        f"error: --out {tmp_path}/out is a folder: give a file path, e.g. {tmp_path}/out/tagged.conllu"
+    )
 
 
 def test_a_folder_where_treebank_zip_goes_is_named(tmp_path):
@@ -143,12 +174,15 @@ def test_a_folder_where_treebank_zip_goes_is_named(tmp_path):
     (archive / "treebank").mkdir(parents=True)
     with pytest.raises(InnError) as error:
         read_treebank_sample(tmp_path)
-    assert str(error.value) == (f"{archive} is a folder where NLTK's treebank sample archive goes: move it aside "
-                                f"(or delete it) and run `inn download-treebank --out-dir {tmp_path.resolve()}`")
+    assert str(error.value) == (
+        f"{archive} is a folder where NLTK's treebank sample archive goes: move it aside "
+        f"(or delete it) and run `inn download-treebank --out-dir {tmp_path.resolve()}`"
+    )
     with pytest.raises(InnError) as error:  # before any download is tried
         fetch_treebank(tmp_path)
-    assert str(error.value) == (f"{archive} is a folder where the file treebank.zip goes: move it aside (or delete "
-                                "it), then rerun the download")
+    assert str(error.value) == (
+        f"{archive} is a folder where the file treebank.zip goes: move it aside (or delete it), then rerun the download"
+    )
     (tmp_path / "ewt" / "en_ewt-ud-train.conllu").mkdir(parents=True)
     with pytest.raises(InnError, match=r"ewt/en_ewt-ud-train\.conllu is a folder where the file "):
         fetch_ewt("r2.15", tmp_path / "ewt")
@@ -166,8 +200,21 @@ def test_resuming_on_data_prepared_again_names_the_data_not_the_settings(tmp_pat
     workflow-level run would add only Snakemake's minutes."""
     data, run = tmp_path / "data", tmp_path / "run"
     prepare_pos("tsv", tiny_corpus(tmp_path / "a"), data, "mine", **FEATURES)
-    args = ["train", "--task", "pos", "--data", str(data), "--model", "gru", "--out-dir", str(run), "--device",
-            "cpu", "--settings", '{"model": {"hidden_size": 3}, "training": {"max_epochs": 2}}']
+    args = [
+        "train",
+        "--task",
+        "pos",
+        "--data",
+        str(data),
+        "--model",
+        "gru",
+        "--out-dir",
+        str(run),
+        "--device",
+        "cpu",
+        "--settings",
+        '{"model": {"hidden_size": 3}, "training": {"max_epochs": 2}}',
+    ]
     assert cli(args + ["--stop-after", "1"]) == 0
     capsys.readouterr()
     other = TEXT.replace("cat", "bird").replace("dog", "fish") + "Birds\tNNS\nfly\tVBP\n.\t.\n\n"
@@ -175,8 +222,10 @@ def test_resuming_on_data_prepared_again_names_the_data_not_the_settings(tmp_pat
     assert cli(args) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {run}/last.pt was trained on other data (fingerprint ")
-    assert line.endswith(f"(fingerprint {data_fingerprint(data)}; it was prepared again from other files): delete "
-                         f"{run}/last.pt to train afresh on the new data, or restore the old data to resume")
+    assert line.endswith(
+        f"(fingerprint {data_fingerprint(data)}; it was prepared again from other files): delete "
+        f"{run}/last.pt to train afresh on the new data, or restore the old data to resume"
+    )
 
 
 @pytest.mark.parametrize("content", ['{"sizes": {"max_words": 5', ""])
@@ -204,20 +253,24 @@ def test_evaluating_on_an_edited_split_says_it_changed(tmp_path, pos_dir, model,
     assert one_line(capsys) == (
         f"error: {data} changed since the data stage prepared it (fingerprint {data_fingerprint(data)}, "
         f"{data}/prepared.json records {recorded}): a split or features.json was edited or damaged; prepare the "
-        "data again")
+        "data again"
+    )
 
 
 # --------------------------------------------------------------------------- P10, P11: UTF-16 and UTF-32
 
 
-@pytest.mark.parametrize("encoding, bom, named", [
-    ("utf-16-le", True, "UTF-16LE"),
-    ("utf-16-le", False, "UTF-16LE"),
-    ("utf-16-be", True, "UTF-16BE"),
-    ("utf-16-be", False, "UTF-16BE"),
-    ("utf-32-le", True, "UTF-32LE"),
-    ("utf-32-be", False, "UTF-32BE"),
-])
+@pytest.mark.parametrize(
+    "encoding, bom, named",
+    [
+        ("utf-16-le", True, "UTF-16LE"),
+        ("utf-16-le", False, "UTF-16LE"),
+        ("utf-16-be", True, "UTF-16BE"),
+        ("utf-16-be", False, "UTF-16BE"),
+        ("utf-32-le", True, "UTF-32LE"),
+        ("utf-32-be", False, "UTF-32BE"),
+    ],
+)
 def test_wide_unicode_is_named_with_its_conversion(tmp_path, encoding, bom, named):
     data = (("\ufeff" if bom else "") + TEXT.replace("cat", "café")).encode(encoding)
     assert corpora.wide_encoding(data) == named
@@ -239,7 +292,7 @@ def test_wide_unicode_is_named_with_its_conversion(tmp_path, encoding, bom, name
 
 def test_utf8_and_latin1_are_not_taken_for_wide_text(tmp_path):
     assert corpora.wide_encoding(("\ufeff" + TEXT).encode("utf-8")) is None
-    assert corpora.wide_encoding("Ελληνικά\tNN\n".encode("utf-8")) is None
+    assert corpora.wide_encoding("Ελληνικά\tNN\n".encode()) is None
     assert corpora.wide_encoding("café\tNN\n".encode("latin-1")) is None
     path = tmp_path / "l.tsv"
     path.write_bytes("café\tNN\n".encode("latin-1"))
@@ -251,19 +304,28 @@ def test_tag_names_utf16_input(tmp_path, model, capsys):
     text = tmp_path / "in.txt"
     text.write_bytes("The cat sat .\n".encode("utf-16"))
     assert cli(["tag", str(model), str(text), "--out", str(tmp_path / "o.conllu")]) == 2
-    assert one_line(capsys) == (f"error: {text}: UTF-16 text (little-endian), not UTF-8: convert it to UTF-8 "
-                                 "first (iconv -f UTF-16LE -t UTF-8)")
+    assert one_line(capsys) == (
+        f"error: {text}: UTF-16 text (little-endian), not UTF-8: convert it to UTF-8 first (iconv -f UTF-16LE -t UTF-8)"
+    )
 
 
 # --------------------------------------------------------------------------- P13: config.yaml that is not YAML
 
 
-@pytest.mark.parametrize("text, line", [
-    ("walks:\n  b: [1.0, 0.5\n  dim: 4\n", ":3:6: not valid YAML: expected ',' or ']', but got ':' (while parsing "
-                                          "a flow sequence begun on line 2); correct the file there"),
-    ("walks:\n\tdim: 4\n", ":2:1: not valid YAML: found character '\\t' that cannot start any token; indent with "
-                           "spaces, not tabs"),
-])
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (
+            "walks:\n  b: [1.0, 0.5\n  dim: 4\n",
+            ":3:6: not valid YAML: expected ',' or ']', but got ':' (while parsing "
+            "a flow sequence begun on line 2); correct the file there",
+        ),
+        (
+            "walks:\n\tdim: 4\n",
+            ":2:1: not valid YAML: found character '\\t' that cannot start any token; indent with spaces, not tabs",
+        ),
+    ],
+)
 def test_yaml_that_is_not_yaml_is_named_by_file_and_line(tmp_path, text, line):
     path = tmp_path / "config.yaml"
     path.write_text(text)
@@ -273,10 +335,27 @@ def test_yaml_that_is_not_yaml_is_named_by_file_and_line(tmp_path, text, line):
 
 
 def _snakemake(workdir: Path, *args: str, **popen) -> subprocess.Popen:
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-               str(workdir), "--cores", "1", *args]
-    return subprocess.Popen(command, cwd=workdir, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
+    return subprocess.Popen(
+        command,
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 def test_workflow_names_the_line_of_a_broken_config_yaml(tmp_path):
@@ -290,11 +369,19 @@ def test_workflow_names_the_line_of_a_broken_config_yaml(tmp_path):
             (checkout / item.name).symlink_to(item)
     (checkout / "config.yaml").write_text("walks:\n  b: [1.0, 0.5\n  dim: 4\n")
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(checkout / "Snakefile"), "--cores", "1", "-n"]
-    result = subprocess.run(command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {checkout}/config.yaml:3:6: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow "
-        "sequence begun on line 2); correct the file there")
+        "sequence begun on line 2); correct the file there"
+    )
 
 
 # --------------------------------------------------------------------------- P14: Snakemake stopped by SIGTERM
@@ -317,8 +404,10 @@ def test_snakemake_stopped_by_sigterm_says_no_job_failed(tmp_path, tiny_config):
     out, _ = run.communicate(timeout=600)
     out = "".join(lines) + out
     assert run.returncode != 0 and "Error in rule" not in out
-    assert ("error: Snakemake was stopped by a signal (SIGTERM) and let its running jobs finish; no job failed, "
-            "whatever the next lines say: rerun the same command to run the jobs still to do") in out.splitlines()
+    assert (
+        "error: Snakemake was stopped by a signal (SIGTERM) and let its running jobs finish; no job failed, "
+        "whatever the next lines say: rerun the same command to run the jobs still to do"
+    ) in out.splitlines()
 
 
 # --------------------------------------------------------------------------- P15: positionals after options
@@ -336,5 +425,7 @@ def test_tag_takes_files_after_options(tmp_path, model, capsys):
 def test_concat_tables_takes_inputs_around_options(tmp_path):
     for name, value in (("a.tsv", 1), ("b.tsv", 2)):
         (tmp_path / name).write_text(f"x\n{value}\n")
-    assert cli(["concat-tables", str(tmp_path / "a.tsv"), "--out", str(tmp_path / "o.tsv"), str(tmp_path / "b.tsv")]) == 0
+    assert (
+        cli(["concat-tables", str(tmp_path / "a.tsv"), "--out", str(tmp_path / "o.tsv"), str(tmp_path / "b.tsv")]) == 0
+    )
     assert (tmp_path / "o.tsv").read_text().split() == ["x", "1", "2"]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO
+
 from inn.checkpoints import read_checkpoint
 from inn.data.walk import generate_walks, load_walks, save_walks
 from inn.errors import InnError
@@ -29,8 +29,9 @@ from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
 
 MODEL = "bilstm-h4"
-REFUSED = ("is refused: loading it would run Python code (getattr), and inn reads model, state and data files only "
-           "as data")
+REFUSED = (
+    "is refused: loading it would run Python code (getattr), and inn reads model, state and data files only as data"
+)
 
 
 class _Touch:
@@ -86,8 +87,9 @@ def test_b1_a_crafted_last_pt_stops_the_run_and_runs_nothing(tmp_path, walk_dir)
     crafted = last.read_bytes()
     with pytest.raises(InnError) as caught:
         train("walks", walk_dir, MODEL, out, _cfg(), device="cpu")
-    assert str(caught.value) == (f"{last} {REFUSED}; it is not a resume state inn wrote: remove it, then rerun "
-                                 "to train afresh")
+    assert str(caught.value) == (
+        f"{last} {REFUSED}; it is not a resume state inn wrote: remove it, then rerun to train afresh"
+    )
     assert not marker.exists()
     assert last.read_bytes() == crafted and not list(out.glob("last.pt.damaged-*"))  # not set aside as damaged
     assert not (out / "checkpoint.pt").exists()
@@ -108,8 +110,10 @@ def test_b2_a_crafted_best_pt_stops_the_end_of_a_resumed_run(tmp_path, walk_dir)
     best = _craft(out / "best.pt", marker, meta={}, state_dict={})
     with pytest.raises(InnError) as caught:
         train("walks", walk_dir, MODEL, out, _cfg(max_epochs=1), device="cpu")
-    assert str(caught.value) == (f"{best} {REFUSED}; it is not a state inn wrote: remove {out / 'last.pt'} and "
-                                 f"{best}, then rerun to train {out} afresh")
+    assert str(caught.value) == (
+        f"{best} {REFUSED}; it is not a state inn wrote: remove {out / 'last.pt'} and "
+        f"{best}, then rerun to train {out} afresh"
+    )
     assert not marker.exists() and not (out / "checkpoint.pt").exists()
 
 
@@ -123,7 +127,8 @@ def test_p4_a_damaged_best_pt_at_the_end_of_a_resumed_run_is_one_line(tmp_path, 
     assert str(caught.value) == (
         f"cannot finish {out}: {best} is damaged (truncated or damaged: PytorchStreamReader failed reading "
         f"zip archive: failed finding central directory); remove {out / 'last.pt'} and {best}, then rerun to "
-        f"train {out} afresh")
+        f"train {out} afresh"
+    )
 
 
 # --------------------------------------------------------------------------- the other read sites
@@ -151,8 +156,10 @@ def test_benchmark_checkpoint_refuses_a_crafted_file(tmp_path, walk_dir, walk_mo
     model = _craft(tmp_path / "layer.pt", marker, state_dict={})
     common = ["--hidden", "4", "--lengths", "3", "--repeats", "1", "--out", str(tmp_path / "b.tsv")]
     assert cli(["benchmark", "--checkpoint", str(model), *common]) == 2
-    assert _one_line(capsys) == (f"error: {model} {REFUSED}; give a checkpoint.pt of a trained implicit model, or "
-                                 "a state_dict of an implicit layer")
+    assert _one_line(capsys) == (
+        f"error: {model} {REFUSED}; give a checkpoint.pt of a trained implicit model, or "
+        "a state_dict of an implicit layer"
+    )
     assert cli(["benchmark", "--checkpoint", str(model), "--data", str(walk_dir), *common]) == 2
     assert _one_line(capsys).startswith(f"error: {model} {REFUSED}; give a model file inn wrote")
     assert not marker.exists() and not (tmp_path / "b.tsv").exists()
@@ -163,8 +170,9 @@ def test_walk_files_refuse_a_crafted_file(tmp_path, capsys):
     walks = _craft(tmp_path / "walks" / "dev.pt", marker, x=torch.zeros(1, 1, 1))
     with pytest.raises(InnError, match=re.escape(f"{walks} {REFUSED}; give a file written by `inn generate-walks`")):
         load_walks(walks)
-    assert cli(["walk-floor", str(walks), "--out", str(tmp_path / "f.tsv"), "--predictions",
-                str(tmp_path / "p.tsv")]) == 2
+    assert (
+        cli(["walk-floor", str(walks), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
+    )
     assert _one_line(capsys).startswith(f"error: {walks} {REFUSED}")
     assert not marker.exists()
 
@@ -198,25 +206,34 @@ def _torch_load_calls(text: str) -> list[str]:
             depth += {"(": 1, ")": -1}.get(text[end], 0)
             if depth == 0:
                 break
-        calls.append(text[start:end + 1])
+        calls.append(text[start : end + 1])
     return calls
 
 
 def test_nothing_is_unpickled_anywhere():
     """No ``torch.load`` in the package or its tests reads without ``weights_only=True``."""
-    unsafe = [f"{path.relative_to(REPO)}: {' '.join(call.split())}"
-              for folder in ("src", "tests") for path in sorted((REPO / folder).rglob("*.py"))
-              for call in _torch_load_calls(path.read_text(encoding="utf-8"))
-              if "weights_only=True" not in call]
+    unsafe = [
+        f"{path.relative_to(REPO)}: {' '.join(call.split())}"
+        for folder in ("src", "tests")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for call in _torch_load_calls(path.read_text(encoding="utf-8"))
+        if "weights_only=True" not in call
+    ]
     assert unsafe == []
-    found = [path for folder in ("src", "tests") for path in (REPO / folder).rglob("*.py")
-             if "weights_only=" + "False" in path.read_text(encoding="utf-8")]
+    found = [
+        path
+        for folder in ("src", "tests")
+        for path in (REPO / folder).rglob("*.py")
+        if "weights_only=" + "False" in path.read_text(encoding="utf-8")
+    ]
     assert found == []
 
 
 #: resume states of paper-scale runs archived in the repository's history (format 2, inn 0.1.0)
-ARCHIVED = {"87fb7a7": "docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.5/inn/seed1/last.pt",
-            "b7ac551": "docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.25/inn/seed1/last.pt"}
+ARCHIVED = {
+    "87fb7a7": "docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.5/inn/seed1/last.pt",
+    "b7ac551": "docs/benchmark/paper_walks_6ebf96e/unfinished/walks/b0.25/inn/seed1/last.pt",
+}
 
 
 def test_archived_states_and_fixtures_load_as_data(tmp_path):
@@ -243,8 +260,13 @@ def test_p8_random_bytes_are_not_a_torch_file(tmp_path, capsys):
     path = tmp_path / "random.bin"
     for head in (b"", b"\x80", b"PK"):
         path.write_bytes(head + bytes(range(256)) * 4)
-        with pytest.raises(InnError, match=re.escape(f"cannot read checkpoint {path} (not a torch file): give a model "
-                                                     "file inn wrote (checkpoint.pt or tagger.pt)")):
+        with pytest.raises(
+            InnError,
+            match=re.escape(
+                f"cannot read checkpoint {path} (not a torch file): give a model "
+                "file inn wrote (checkpoint.pt or tagger.pt)"
+            ),
+        ):
             read_checkpoint(path)
     assert cli(["tag", str(path), str(tmp_path / "in.txt")]) == 2
     assert _one_line(capsys).startswith(f"error: cannot read checkpoint {path} (not a torch file)")
@@ -253,20 +275,26 @@ def test_p8_random_bytes_are_not_a_torch_file(tmp_path, capsys):
 def test_p9_a_folder_given_as_a_model_says_it_is_a_folder(tmp_path, walk_model, capsys):
     folder = walk_model.parent
     assert cli(["tag", str(folder), str(tmp_path / "in.txt")]) == 2
-    assert _one_line(capsys) == (f"error: {folder} is a folder, not a model file: give the file inside it (it holds "
-                                 f"checkpoint.pt), e.g. {folder / 'checkpoint.pt'} or {folder / 'tagger.pt'}")
+    assert _one_line(capsys) == (
+        f"error: {folder} is a folder, not a model file: give the file inside it (it holds "
+        f"checkpoint.pt), e.g. {folder / 'checkpoint.pt'} or {folder / 'tagger.pt'}"
+    )
 
 
 def test_p9_a_misspelled_model_path_names_close_names(tmp_path, walk_model, walk_dir):
     folder = walk_model.parent
-    with pytest.raises(InnError, match=re.escape(f"model file not found: {folder / 'checkpont.pt'} (did you mean "
-                                                 f"{walk_model}?)") + "$"):
+    with pytest.raises(
+        InnError, match=re.escape(f"model file not found: {folder / 'checkpont.pt'} (did you mean {walk_model}?)") + "$"
+    ):
         read_checkpoint(folder / "checkpont.pt")
-    with pytest.raises(InnError, match=re.escape(f"model file not found: {folder / 'zzz.pt'} (nothing of a close "
-                                                 f"name in {folder})")):
+    with pytest.raises(
+        InnError, match=re.escape(f"model file not found: {folder / 'zzz.pt'} (nothing of a close name in {folder})")
+    ):
         read_checkpoint(folder / "zzz.pt")
-    with pytest.raises(InnError, match=re.escape(f"model file not found: {tmp_path / 'no' / 'x.pt'} (there is no "
-                                                 f"folder {tmp_path / 'no'})")):
+    with pytest.raises(
+        InnError,
+        match=re.escape(f"model file not found: {tmp_path / 'no' / 'x.pt'} (there is no folder {tmp_path / 'no'})"),
+    ):
         read_checkpoint(tmp_path / "no" / "x.pt")
     expected = tmp_path / "results" / "train" / "pos" / "ewt" / "inn" / "seed1" / "checkpoint.pt"
     with pytest.raises(InnError, match=re.escape(f"checkpoint not found: {expected} (train the model first)")):
@@ -298,11 +326,34 @@ def test_p16_inn_benchmark_data_on_a_folder_of_any_name(tmp_path, walk_dir):
     renamed.mkdir()
     for split in ("train", "dev", "test"):
         (renamed / f"{split}.pt").write_bytes((walk_dir / f"{split}.pt").read_bytes())
-    train("walks", renamed, "inn", out, _cfg(max_epochs=1), {"hidden_size": 3, "solver": "anderson"},
-          device="cpu")
-    assert cli(["benchmark", "--checkpoint", str(out / "checkpoint.pt"), "--data", str(renamed), "--hidden", "3",
-                "--lengths", "3", "--repeats", "1", "--methods", "anderson", "--batch-size", "2", "--harder",
-                "--baselines", "--peers", "--out", str(tmp_path / "b.tsv")]) == 0
+    train("walks", renamed, "inn", out, _cfg(max_epochs=1), {"hidden_size": 3, "solver": "anderson"}, device="cpu")
+    assert (
+        cli(
+            [
+                "benchmark",
+                "--checkpoint",
+                str(out / "checkpoint.pt"),
+                "--data",
+                str(renamed),
+                "--hidden",
+                "3",
+                "--lengths",
+                "3",
+                "--repeats",
+                "1",
+                "--methods",
+                "anderson",
+                "--batch-size",
+                "2",
+                "--harder",
+                "--baselines",
+                "--peers",
+                "--out",
+                str(tmp_path / "b.tsv"),
+            ]
+        )
+        == 0
+    )
     assert "checkpoint" in (tmp_path / "b.tsv").read_text()
 
 
@@ -325,10 +376,30 @@ def two_runs(tmp_path_factory, ewt_dir) -> Path:
     prepare_pos("conllu", source, data, "ewt", max_words=500, max_affixes=50, word_dim=4, affix_dim=1)
     for hidden in (4, 8):
         run = root / f"h{hidden}"
-        train("pos", data, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": hidden}, device="cpu",
-              meta={"dataset": "ewt", "seed": 1, "scale": "test"})
-        assert cli(["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data),
-                    "--out-dir", str(run / "eval")]) == 0
+        train(
+            "pos",
+            data,
+            "gru",
+            run,
+            TrainConfig(max_epochs=1),
+            {"hidden_size": hidden},
+            device="cpu",
+            meta={"dataset": "ewt", "seed": 1, "scale": "test"},
+        )
+        assert (
+            cli(
+                [
+                    "evaluate",
+                    "--checkpoint",
+                    str(run / "checkpoint.pt"),
+                    "--data",
+                    str(data),
+                    "--out-dir",
+                    str(run / "eval"),
+                ]
+            )
+            == 0
+        )
     return root
 
 
@@ -345,8 +416,9 @@ def test_b3_evaluate_names_the_weights_it_scored(two_runs):
 
 def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_runs, capsys):
     ckpt, other = two_runs / "h4" / "checkpoint.pt", two_runs / "h8" / "eval" / "metrics.json"
-    assert cli(["export-tagger", "--checkpoint", str(ckpt), "--metrics", str(other), "--out",
-                str(tmp_path / "t.pt")]) == 2
+    assert (
+        cli(["export-tagger", "--checkpoint", str(ckpt), "--metrics", str(other), "--out", str(tmp_path / "t.pt")]) == 2
+    )
     line = _one_line(capsys)
     assert line.startswith(f"error: {other} scores other weights (sha256 ") and f"than {ckpt} holds (" in line
     assert line.endswith("give the metrics.json that inn evaluate wrote for this model")
@@ -356,8 +428,20 @@ def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_run
 def test_b3_the_tagger_keeps_the_digest_and_inn_tag_logs_it(tmp_path, two_runs, capsys, caplog):
     run = two_runs / "h4"
     tagger = tmp_path / "tagger.pt"
-    assert cli(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--metrics",
-                str(run / "eval" / "metrics.json"), "--out", str(tagger)]) == 0
+    assert (
+        cli(
+            [
+                "export-tagger",
+                "--checkpoint",
+                str(run / "checkpoint.pt"),
+                "--metrics",
+                str(run / "eval" / "metrics.json"),
+                "--out",
+                str(tagger),
+            ]
+        )
+        == 0
+    )
     digest = json.loads((run / "eval" / "metrics.json").read_text())["weights_sha256"]
     assert torch.load(tagger, weights_only=True)["meta"]["test"]["weights_sha256"] == digest
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
@@ -373,11 +457,25 @@ def test_b3_archived_metrics_without_a_digest_are_accepted_with_a_warning(tmp_pa
     archived = tmp_path / "metrics.json"
     archived.write_text(json.dumps(metrics))
     with caplog.at_level(logging.WARNING):
-        assert cli(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--metrics", str(archived),
-                    "--out", str(tmp_path / "t.pt")]) == 0
+        assert (
+            cli(
+                [
+                    "export-tagger",
+                    "--checkpoint",
+                    str(run / "checkpoint.pt"),
+                    "--metrics",
+                    str(archived),
+                    "--out",
+                    str(tmp_path / "t.pt"),
+                ]
+            )
+            == 0
+        )
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warnings == [f"{archived} was written before metrics named the weights they score: cannot check that it "
-                        f"scores {run / 'checkpoint.pt'}"]
+    assert warnings == [
+        f"{archived} was written before metrics named the weights they score: cannot check that it "
+        f"scores {run / 'checkpoint.pt'}"
+    ]
 
 
 def test_p3_a_tag_list_shorter_than_the_output_layer_is_one_line(tmp_path, two_runs, capsys):
@@ -388,6 +486,8 @@ def test_p3_a_tag_list_shorter_than_the_output_layer_is_one_line(tmp_path, two_r
     torch.save({**payload, "data": {**payload["data"], "vocabularies": {**vocabularies, "tags": tags[:-2]}}}, short)
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
     assert cli(["tag", str(short), str(tmp_path / "in.txt")]) == 2
-    assert _one_line(capsys) == (f"error: {short}: its vocabularies do not fit its model ({len(tags) - 2} tags for "
-                                 f"an output layer of {len(tags)}): the file is damaged or was edited; export it "
-                                 "again from its checkpoint with `inn export-tagger`")
+    assert _one_line(capsys) == (
+        f"error: {short}: its vocabularies do not fit its model ({len(tags) - 2} tags for "
+        f"an output layer of {len(tags)}): the file is damaged or was edited; export it "
+        "again from its checkpoint with `inn export-tagger`"
+    )

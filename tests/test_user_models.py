@@ -75,8 +75,10 @@ def registry():
 def test_a_model_on_an_unknown_cell_is_refused_when_registered(registry):
     with pytest.raises(InnError) as error:
         register(ModelSpec("mine", "Mine", "ncgated", implicit=True, sizes={"walks": ("inn_hidden_size",)}))
-    assert str(error.value) == ("model mine: unknown cell 'ncgated'; register it first with inn.models.register_cell, "
-                                "or use one of implicit_gru, implicit_lstm, gru, lstm")
+    assert str(error.value) == (
+        "model mine: unknown cell 'ncgated'; register it first with inn.models.register_cell, "
+        "or use one of implicit_gru, implicit_lstm, gru, lstm"
+    )
     assert "mine" not in MODELS
     with pytest.raises(InnError, match="model mine: cell gru is explicit; set implicit=False in its ModelSpec"):
         register(ModelSpec("mine", "Mine", "gru", implicit=True, sizes={"walks": ("inn_hidden_size",)}))
@@ -116,8 +118,9 @@ def test_an_old_checkpoint_keeps_its_recorded_solver(tmp_path):
     """Checkpoints store the solver; one written without the field was solved by the paper's method."""
     from inn.checkpoints import model_from_payload, neural_payload
 
-    old = build_model(ModelConfig(task="walks", kind="inn", hidden_size=4, num_classes=2, input_dim=3,
-                                  solver="newton_krylov"))
+    old = build_model(
+        ModelConfig(task="walks", kind="inn", hidden_size=4, num_classes=2, input_dim=3, solver="newton_krylov")
+    )
     payload = neural_payload(old, {})
     assert payload["model_config"]["solver"] == "newton_krylov" and "model_modules" not in payload
     assert model_from_payload(payload, "old.pt")[0].rnn.solver == "newton_krylov"
@@ -130,12 +133,17 @@ def test_a_file_from_before_the_module_list_names_its_one_module(tmp_path):
     file is gone is named by its module name."""
     from inn.checkpoints import model_from_payload
 
-    payload = {"model_config": {"task": "walks", "kind": "ghost", "hidden_size": 4, "num_classes": 2},
-               "model_module": "old_cells", "model_module_file": str(tmp_path / "gone/old_cells.py")}
+    payload = {
+        "model_config": {"task": "walks", "kind": "ghost", "hidden_size": 4, "num_classes": 2},
+        "model_module": "old_cells",
+        "model_module_file": str(tmp_path / "gone/old_cells.py"),
+    }
     with pytest.raises(InnError) as error:
         model_from_payload(payload, "old.pt")
-    assert str(error.value) == ("old.pt: its model ghost needs the module old_cells, not imported (a model file never "
-                                "imports code by itself): add --import old_cells to the command")
+    assert str(error.value) == (
+        "old.pt: its model ghost needs the module old_cells, not imported (a model file never "
+        "imports code by itself): add --import old_cells to the command"
+    )
 
 
 def test_a_user_module_that_is_missing_or_fails_is_one_line(tmp_path):
@@ -150,7 +158,9 @@ def test_a_user_module_that_is_missing_or_fails_is_one_line(tmp_path):
             import_module(name, "INN_IMPORTS", root=tmp_path)
         assert str(error.value) == f"INN_IMPORTS: module {name} failed to import: ValueError: W has the wrong shape"
     assert split_import_options(["a.pt", "--import", "m", "--out", "x", "--import=f.py"]) == (
-        ["m", "f.py"], ["a.pt", "--out", "x"])
+        ["m", "f.py"],
+        ["a.pt", "--out", "x"],
+    )
     with pytest.raises(InnError, match="--import needs a module after it"):
         split_import_options(["a.pt", "--import"])
 
@@ -163,18 +173,21 @@ def test_every_command_names_a_module_it_cannot_import(tmp_path, monkeypatch, ca
     assert main(["runs", str(tmp_path), "--import", "no_such_cells_here"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: --import: no module named 'no_such_cells_here' (searched {tmp_path.resolve()} and sys.path); "
-        "name a module that Python can import, or its file (path/to/module.py)")
+        "name a module that Python can import, or its file (path/to/module.py)"
+    )
     (tmp_path / "broken.py").write_text("raise ImportError('needs torch 3')\n")
     monkeypatch.setenv("INN_IMPORTS", "broken.py")
     assert main(["runs", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: INN_IMPORTS: module broken.py failed to import: ImportError: needs torch 3")
+        "error: INN_IMPORTS: module broken.py failed to import: ImportError: needs torch 3"
+    )
 
 
 def _inn(*args, cwd, env=None):
     environ = {**os.environ, "PYTHONPATH": str(REPO / "src"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "inn", *args], cwd=cwd, env=environ, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "inn", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_config_check_sees_a_model_its_imports_register(tmp_path, tiny_config):
@@ -192,7 +205,8 @@ def test_the_config_check_sees_a_model_its_imports_register(tmp_path, tiny_confi
     tiny_config["imports"] = ["cells/missing.py"]
     missing = snakemake("-n", workdir=tmp_path, config=tiny_config)
     assert missing.returncode != 0 and missing.stderr.strip().splitlines()[-1].startswith(
-        "error: config: imports.0: module file cells/missing.py does not exist")
+        "error: config: imports.0: module file cells/missing.py does not exist"
+    )
 
 
 @pytest.mark.workflow
@@ -220,7 +234,8 @@ def test_a_users_cell_from_a_users_file_reaches_the_tables(tmp_path, tiny_workfl
     assert ours.loc["ncgated", "name"] == "Non-causal gated (mine)" and ours.loc["ncgated", "seeds"] == 1
     comparisons = pd.read_csv(tables / "comparisons.tsv", sep="\t")
     assert {("pos", "perceptron"), ("walks", "bayes"), ("walks", "bilstm-h4")} <= {
-        (t, b) for t, m, b in zip(comparisons.task, comparisons.model, comparisons.baseline) if m == "ncgated"}
+        (t, b) for t, m, b in zip(comparisons.task, comparisons.model, comparisons.baseline) if m == "ncgated"
+    }
     runs = pd.read_csv(tables / "runs.tsv", sep="\t")
     assert (runs.model == "ncgated").sum() == 2
     timing = pd.read_csv(tables / "timing.tsv", sep="\t")
@@ -236,22 +251,25 @@ def test_a_users_cell_from_a_users_file_reaches_the_tables(tmp_path, tiny_workfl
     file = (work / "cells/my_cells.py").resolve()
     assert bare.returncode == 2 and bare.stderr.strip().splitlines()[-1] == (
         f"error: {tagger}: its model ncgated needs the module my_cells, not imported (a model file never imports "
-        f"code by itself): add --import {file} to the command")
+        f"code by itself): add --import {file} to the command"
+    )
     tagged = _inn("tag", "--import", str(work / "cells/my_cells.py"), str(tagger), str(text), cwd=tmp_path)
     assert tagged.returncode == 0, tagged.stderr[-2000:]
     assert len(tagged.stdout.split()) >= 7
 
 
 #: the user's cell and its registration in two files; the registration imports the cell by name
-CELL_FILE = USER_CELLS.split("\n\nregister_cell(")[0].replace("from inn.models import ModelSpec, register, register_cell\n", "")
-REGISTRATION_FILE = '''
+CELL_FILE = USER_CELLS.split("\n\nregister_cell(")[0].replace(
+    "from inn.models import ModelSpec, register, register_cell\n", ""
+)
+REGISTRATION_FILE = """
 from inn.models import ModelSpec, register, register_cell
 from ncgated_cell import NonCausalGatedCell
 
 register_cell("ncgated", NonCausalGatedCell)
 register(ModelSpec("ncgated", "Non-causal gated (mine)", "ncgated", bidirectional=True, implicit=True,
                    in_paper=False, sizes={"pos": ("baseline_hidden_size",), "walks": ("inn_hidden_size",)}))
-'''
+"""
 
 
 def _two_files(folder):
@@ -271,8 +289,9 @@ def imported(registry):
     sys.path[:] = path
 
 
-def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_error_says(tmp_path, ewt_dir, imported,
-                                                                                          monkeypatch):
+def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_error_says(
+    tmp_path, ewt_dir, imported, monkeypatch
+):
     """The registration imports the cell file beside it; the tagger file records both modules, in
     order, and the line for a shell without them gives --import options that work from anywhere."""
     from inn.experiment.cli import main
@@ -286,14 +305,24 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
     for split, part in (("train", sentences[:30]), ("dev", sentences[30:40]), ("test", sentences[40:50])):
         (tmp_path / f"{split}.conllu").write_text("\n\n".join(part) + "\n\n", encoding="utf-8")
     data = tmp_path / "data"
-    prepare_pos("conllu", {"tags": "xpos", **{s: str(tmp_path / f"{s}.conllu") for s in ("train", "dev", "test")}},
-                data, "tiny", max_words=500, max_affixes=100, word_dim=4, affix_dim=2)
+    prepare_pos(
+        "conllu",
+        {"tags": "xpos", **{s: str(tmp_path / f"{s}.conllu") for s in ("train", "dev", "test")}},
+        data,
+        "tiny",
+        max_words=500,
+        max_affixes=100,
+        word_dim=4,
+        affix_dim=2,
+    )
     train("pos", data, "ncgated", tmp_path / "run", TrainConfig(max_epochs=1), {"hidden_size": 4}, device="cpu")
     tagger = tmp_path / "tagger.pt"
     assert main(["export-tagger", "--checkpoint", str(tmp_path / "run/checkpoint.pt"), "--out", str(tagger)]) == 0
     cell_file = tmp_path / "cells/ncgated_cell.py"
     assert torch.load(tagger, weights_only=True)["model_modules"] == [
-        {"module": "my_models", "file": str(registration)}, {"module": "ncgated_cell", "file": str(cell_file)}]
+        {"module": "my_models", "file": str(registration)},
+        {"module": "ncgated_cell", "file": str(cell_file)},
+    ]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "text.txt").write_text("The cat sat on the mat .\n")
@@ -301,7 +330,8 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
     line = bare.stderr.strip().splitlines()[-1]
     assert bare.returncode == 2 and line == (
         f"error: {tagger}: its model ncgated needs the modules my_models, ncgated_cell, not imported (a model file "
-        f"never imports code by itself): add --import {registration} --import {cell_file} to the command")
+        f"never imports code by itself): add --import {registration} --import {cell_file} to the command"
+    )
     options = line.split("add ")[1].removesuffix(" to the command").split()
     tagged = _inn("tag", *options, str(tagger), "text.txt", cwd=elsewhere)
     assert tagged.returncode == 0, tagged.stderr[-2000:]
@@ -311,8 +341,10 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
 def test_the_config_imports_a_registration_that_imports_the_cell_beside_it(tmp_path, imported, monkeypatch):
     _two_files(tmp_path / "cells")
     monkeypatch.chdir(tmp_path)
-    config = validate_config({"imports": ["cells/my_models.py"], "models": {"walks": {"run": ["ncgated"]}}},
-                             load_schema(REPO / "workflow/schemas/config.schema.yaml"))
+    config = validate_config(
+        {"imports": ["cells/my_models.py"], "models": {"walks": {"run": ["ncgated"]}}},
+        load_schema(REPO / "workflow/schemas/config.schema.yaml"),
+    )
     assert config["models"]["walks"]["run"] == ["ncgated"]
     assert sys.path.index(str(tmp_path / "cells")) > sys.path.index(os.path.dirname(os.path.dirname(json.__file__)))
 
@@ -327,8 +359,10 @@ def test_a_module_named_as_the_standard_library_or_an_installed_package_is_refus
     for name in ("json.py", "json"):
         with pytest.raises(InnError) as error:
             import_module(name, "--import", root=tmp_path)
-        assert str(error.value) == (f"--import: module {name} has the name of the standard library's json and would "
-                                    "replace it wherever it is imported; rename your file (e.g. my_json.py)")
+        assert str(error.value) == (
+            f"--import: module {name} has the name of the standard library's json and would "
+            "replace it wherever it is imported; rename your file (e.g. my_json.py)"
+        )
     with pytest.raises(InnError, match=r"^config: imports.0: module torch.py has the name of the module torch \("):
         import_module("torch.py", "config: imports.0", root=tmp_path)
     assert sys.modules["json"] is standard_json and sys.modules["torch"] is torch
@@ -339,8 +373,10 @@ def test_a_module_that_exits_or_raises_at_import_is_one_line(tmp_path):
     for name in ("exits", "exits.py"):
         with pytest.raises(InnError) as error:
             import_module(name, "--import", root=tmp_path)
-        assert str(error.value) == (f"--import: module {name} called sys.exit(3) while it was imported; a module "
-                                    "that registers cells and models must not end the program")
+        assert str(error.value) == (
+            f"--import: module {name} called sys.exit(3) while it was imported; a module "
+            "that registers cells and models must not end the program"
+        )
     assert "exits" not in sys.modules
 
 
@@ -356,12 +392,14 @@ def test_a_module_may_not_replace_a_builtin_cell_or_model(registry, tmp_path):
     gru, cell = MODELS["gru"], CELLS["gru"]
     with pytest.raises(InnError) as error:
         register(ModelSpec("gru", "GRU", "lstm", sizes={"pos": ("baseline_hidden_size",)}))
-    assert str(error.value) == ("model gru is the package's own and cannot be replaced: register yours under another "
-                                "name (e.g. my_gru)")
+    assert str(error.value) == (
+        "model gru is the package's own and cannot be replaced: register yours under another name (e.g. my_gru)"
+    )
     with pytest.raises(InnError, match=r"^cell implicit_gru is the package's own and cannot be replaced"):
         register_cell("implicit_gru", nn.GRU)
     (tmp_path / "replaces_gru.py").write_text(
-        "from torch import nn\nfrom inn.models import register_cell\nregister_cell('gru', nn.LSTM, implicit=False)\n")
+        "from torch import nn\nfrom inn.models import register_cell\nregister_cell('gru', nn.LSTM, implicit=False)\n"
+    )
     with pytest.raises(InnError, match=r"^--import: module replaces_gru.py failed to import: InnError: cell gru is "):
         import_module("replaces_gru.py", "--import", root=tmp_path)
     assert MODELS["gru"] is gru and CELLS["gru"] is cell
@@ -373,11 +411,30 @@ def test_solver_options_for_a_model_without_an_implicit_layer_are_refused(tmp_pa
 
     with pytest.raises(InnError) as error:
         ModelConfig(task="walks", kind="gru", hidden_size=4, num_classes=2, input_dim=3, solver_options={"tol": 1e-3})
-    assert str(error.value) == ("model gru has no implicit layer: solver_options and trainable_boundary apply to inn, "
-                                "inn_lstm only; leave them out")
+    assert str(error.value) == (
+        "model gru has no implicit layer: solver_options and trainable_boundary apply to inn, "
+        "inn_lstm only; leave them out"
+    )
     settings = json.dumps({"model": {"hidden_size": 4, "solver": "newton_krylov", "solver_options": {"tol": 1e-3}}})
-    assert main(["train", "--task", "walks", "--data", str(tmp_path / "none"), "--model", "gru", "--out-dir",
-                 str(tmp_path / "run"), "--settings", settings]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "walks",
+                "--data",
+                str(tmp_path / "none"),
+                "--model",
+                "gru",
+                "--out-dir",
+                str(tmp_path / "run"),
+                "--settings",
+                settings,
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: model gru has no implicit layer: model.solver, model.solver_options apply to inn, inn_lstm only; "
-        "leave them out of its settings")
+        "leave them out of its settings"
+    )

@@ -9,8 +9,8 @@ import torch
 from scipy.special import logsumexp
 
 from inn.data.walk import generate_walks, save_walks
-from inn.experiment.walk_floor import bayes_error, change_posterior, walk_floor
 from inn.errors import InnError
+from inn.experiment.walk_floor import bayes_error, change_posterior, walk_floor
 
 
 def _padded(walks):
@@ -136,8 +136,12 @@ def test_float32_input_and_chunking_agree():
     walks = generate_walks(300, b=0.75, dim=4, seed=5)
     x, lengths, y = _padded(walks)
     whole = change_posterior(x, lengths, 0.75, "gaussian")
-    parts = np.concatenate([change_posterior(torch.tensor(x[i:i + 7], dtype=torch.float32), lengths[i:i + 7],
-                                             0.75, "gaussian") for i in range(0, 300, 7)])
+    parts = np.concatenate(
+        [
+            change_posterior(torch.tensor(x[i : i + 7], dtype=torch.float32), lengths[i : i + 7], 0.75, "gaussian")
+            for i in range(0, 300, 7)
+        ]
+    )
     np.testing.assert_allclose(parts, whole, atol=1e-5)
 
 
@@ -147,8 +151,21 @@ REFERENCE_FLOOR = 0.0777
 def test_survey_lists_every_cell(tmp_path):
     from inn.experiment.walk_floor import survey_main
 
-    survey_main(["--directions", "gaussian", "--dims", "1", "4", "--b", "1.0", "--walks", "200", "--out",
-                 str(tmp_path / "s.tsv")])
+    survey_main(
+        [
+            "--directions",
+            "gaussian",
+            "--dims",
+            "1",
+            "4",
+            "--b",
+            "1.0",
+            "--walks",
+            "200",
+            "--out",
+            str(tmp_path / "s.tsv"),
+        ]
+    )
     table = pd.read_csv(tmp_path / "s.tsv", sep="\t")
     assert table[["direction", "dim", "b"]].values.tolist() == [["gaussian", 1, 1.0], ["gaussian", 4, 1.0]]
     assert (table.bayes_error.between(0, 0.5)).all() and table.bayes_error[1] < table.bayes_error[0]

@@ -26,8 +26,7 @@ def snakemake(*args: str, workdir: Path | None = None, config: dict | None = Non
             (workdir / "config.yaml").write_text(yaml.safe_dump(config))
             command += ["--configfile", str(workdir / "config.yaml")]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run(command, cwd=workdir or REPO, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(command, cwd=workdir or REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
 def test_lint():
@@ -39,8 +38,13 @@ def test_lint():
 def test_snakemake_files_are_snakefmt_clean():
     """The Snakefile and every .smk file are formatted as snakefmt writes them (pyproject's
     [tool.snakefmt]); `python -m snakefmt Snakefile workflow` fixes them."""
-    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "Snakefile", "workflow"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "--diff", "Snakefile", "workflow"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -89,8 +93,20 @@ def test_the_workflow_runs_from_a_checkout_whose_path_holds_a_space(tmp_path):
     checkout.symlink_to(REPO)
     run = tmp_path / "run"
     run.mkdir()
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(checkout / "Snakefile"), "-n", "-p",
-               "--cores", "1", "render_report", "--configfile", str(checkout / "config.yaml")]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(checkout / "Snakefile"),
+        "-n",
+        "-p",
+        "--cores",
+        "1",
+        "render_report",
+        "--configfile",
+        str(checkout / "config.yaml"),
+    ]
     dry = subprocess.run(command, cwd=run, capture_output=True, text=True, timeout=900, check=False)
     assert dry.returncode == 0, dry.stderr[-3000:]
     report = next(line for line in dry.stdout.splitlines() if "python -m inn report" in line)
@@ -99,12 +115,18 @@ def test_the_workflow_runs_from_a_checkout_whose_path_holds_a_space(tmp_path):
     assert words[words.index("--repo") + 1] == str(checkout)
 
 
-@pytest.mark.parametrize("config, line", [
-    ({"walks": {"dim": -3}}, "config: walks.dim: -3 is less than the minimum of 1"),
-    # two biases that would share one folder, b0.5: one Table 1 row would disappear
-    ({"walks": {"b": [0.5, 0.5000001]}}, "config: walks.b.1: 0.5000001 would share the folder b0.5 with walks.b.0 "
-                                         "(0.5), and one of them would be lost; give b with at most 6 significant digits"),
-])
+@pytest.mark.parametrize(
+    "config, line",
+    [
+        ({"walks": {"dim": -3}}, "config: walks.dim: -3 is less than the minimum of 1"),
+        # two biases that would share one folder, b0.5: one Table 1 row would disappear
+        (
+            {"walks": {"b": [0.5, 0.5000001]}},
+            "config: walks.b.1: 0.5000001 would share the folder b0.5 with walks.b.0 "
+            "(0.5), and one of them would be lost; give b with at most 6 significant digits",
+        ),
+    ],
+)
 def test_bad_config_stops_with_one_line_naming_the_key(tmp_path, config, line):
     """The line alone, after Snakemake's own notes on the config and profile it reads: no
     WorkflowError block naming common.smk around it."""
@@ -119,8 +141,10 @@ def test_missing_corpus_path_is_named(tmp_path, tiny_config):
     tiny_config["corpora"]["ewt"]["train"] = str(tmp_path / "no-such-ewt/en_ewt-ud-train.conllu")
     result = snakemake("-n", workdir=tmp_path, config=tiny_config)
     assert result.returncode != 0
-    assert (f"config: corpora.ewt.train: {tmp_path}/no-such-ewt/en_ewt-ud-train.conllu does not exist; correct the "
-            "path, or set corpora.ewt.enabled: false") in result.stdout + result.stderr
+    assert (
+        f"config: corpora.ewt.train: {tmp_path}/no-such-ewt/en_ewt-ud-train.conllu does not exist; correct the "
+        "path, or set corpora.ewt.enabled: false"
+    ) in result.stdout + result.stderr
 
 
 @pytest.mark.workflow
@@ -129,16 +153,22 @@ def test_data_stage_end_to_end(tmp_path, tiny_config):
     assert result.returncode == 0, result.stderr[-3000:]
     pos = pd.read_csv(tmp_path / "results/tables/data_pos.tsv", sep="\t")
     assert pos.set_index(["corpus", "split"])["sentences"].to_dict() == {
-        ("ewt", "train"): 12_544, ("ewt", "dev"): 2_001, ("ewt", "test"): 2_077,
-        ("ptb_sample", "train"): 3_068, ("ptb_sample", "dev"): 433, ("ptb_sample", "test"): 413}
+        ("ewt", "train"): 12_544,
+        ("ewt", "dev"): 2_001,
+        ("ewt", "test"): 2_077,
+        ("ptb_sample", "train"): 3_068,
+        ("ptb_sample", "dev"): 433,
+        ("ptb_sample", "test"): 413,
+    }
     assert (pos.loc[pos.split == "train", "unseen_rate"] == 0).all()
     assert (pos.loc[pos.split != "train", "oov_rate"] > 0).all()
     walks = pd.read_csv(tmp_path / "results/tables/data_walks.tsv", sep="\t")
     assert sorted(walks.b.unique()) == [0.5, 1.0] and set(walks.sequences) == {60, 20}
     assert walks.label1_fraction.between(0.3, 0.7).all()
     lengths = pd.read_csv(tmp_path / "results/tables/data_walk_lengths.tsv", sep="\t")
-    assert lengths.groupby(["b", "split"])["count"].sum().tolist() == [60, 20, 20] * 2 or \
-        sorted(lengths.groupby(["b", "split"])["count"].sum().tolist()) == [20, 20, 20, 20, 60, 60]
+    assert lengths.groupby(["b", "split"])["count"].sum().tolist() == [60, 20, 20] * 2 or sorted(
+        lengths.groupby(["b", "split"])["count"].sum().tolist()
+    ) == [20, 20, 20, 20, 60, 60]
     for name in ("prepare_corpus/ewt", "prepare_corpus/ptb_sample", "generate_walks/b0.5"):
         assert (tmp_path / "logs" / f"{name}.log").exists()
         assert (tmp_path / "benchmarks" / f"{name}.tsv").exists()
@@ -186,8 +216,9 @@ def test_corpora_with_fresh_modification_times_retrain_nothing(tmp_path, tiny_co
 def test_a_conllu_corpus_with_text_gets_a_segmenter_in_its_tagger_files(tmp_path, tiny_config):
     """segmenter.enabled: the tagger files of a CoNLL-U corpus with '# text' hold its learned segmenter."""
     target = "results/taggers/pos/ewt/bilstm/seed1/tagger.pt"
-    dry = snakemake("-n", "-p", target, workdir=tmp_path, config={**tiny_config, "segmenter": {"enabled": True,
-                                                                                           "epochs": 2}})
+    dry = snakemake(
+        "-n", "-p", target, workdir=tmp_path, config={**tiny_config, "segmenter": {"enabled": True, "epochs": 2}}
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     jobs = dry.stdout + dry.stderr
     assert "inn train-segmenter" in jobs and "--epochs 2" in jobs

@@ -29,7 +29,9 @@ MOVED: dict[str, str] = {
     "inn.data.documents": "inn.tagging.documents",
     "inn.data.tokenize": "inn.tagging.tokenize",
     "inn.experiment.tag": "inn.tagging.commands",
-    **{f"inn.segmenter{name}": f"inn.tagging.segmenter{name}" for name in ("", ".io", ".model", ".multiword", ".train")},
+    **{
+        f"inn.segmenter{name}": f"inn.tagging.segmenter{name}" for name in ("", ".io", ".model", ".multiword", ".train")
+    },
     "inn.experiment.segment": "inn.experiment.train.segmenter",
     "inn.experiment.prepare": "inn.experiment.data.prepare",
     "inn.experiment.walk_floor": "inn.experiment.data.walk_floor",

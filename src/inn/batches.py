@@ -47,14 +47,21 @@ def encode_pos(sentences: list[Sentence], features: FeatureExtractor) -> list[Ex
         words = [w for w, _ in sentence]
         enc = features.encode(words)
         singleton = torch.tensor([features.word_counts.get(w.lower(), 0) == 1 for w in words], dtype=torch.bool)
-        examples.append({"words": enc.words, "affixes": enc.affixes, "shapes": enc.shapes,
-                         "tags": torch.tensor([features.tags.index.get(t, UNSEEN_TAG) for _, t in sentence]),
-                         "singleton": singleton})
+        examples.append(
+            {
+                "words": enc.words,
+                "affixes": enc.affixes,
+                "shapes": enc.shapes,
+                "tags": torch.tensor([features.tags.index.get(t, UNSEEN_TAG) for _, t in sentence]),
+                "singleton": singleton,
+            }
+        )
     return examples
 
 
-def load_pos(data_dir: str | os.PathLike, split: str, features: FeatureExtractor,
-             max_sentences: int | None = None) -> tuple[list[Sentence], list[Example]]:
+def load_pos(
+    data_dir: str | os.PathLike, split: str, features: FeatureExtractor, max_sentences: int | None = None
+) -> tuple[list[Sentence], list[Example]]:
     """The sentences of one prepared split (the first ``max_sentences``) and their encodings."""
     sentences = read_split(data_dir, split)
     if max_sentences is not None:
@@ -95,8 +102,9 @@ def make_batches(lengths: list[int], batch_size: int, generator: torch.Generator
     return batches
 
 
-def collate(examples: list[Example], word_dropout: float = 0.0,
-            generator: torch.Generator | None = None) -> dict[str, Tensor]:
+def collate(
+    examples: list[Example], word_dropout: float = 0.0, generator: torch.Generator | None = None
+) -> dict[str, Tensor]:
     """Pad examples into one batch (B, n, ...); optionally drop singleton words to unknown."""
     B = len(examples)
     n = max(length(e) for e in examples)

@@ -71,8 +71,9 @@ def _version() -> str:
     return inn.__version__
 
 
-def describe_data(folder: str | os.PathLike, task: str, column: str | None = None,
-                  max_train: int | None = None) -> dict[str, Any]:
+def describe_data(
+    folder: str | os.PathLike, task: str, column: str | None = None, max_train: int | None = None
+) -> dict[str, Any]:
     """The ``data`` section of a checkpoint trained on the prepared ``folder``, whose files must
     be as the data stage wrote them (:func:`inn.data.fingerprint.checked_fingerprint`).
 
@@ -100,12 +101,18 @@ def describe_data(folder: str | os.PathLike, task: str, column: str | None = Non
 
             from inn.data.corpora import read_tagged
 
-            counts = Counter(w.lower() for sentence in read_tagged(folder / "train.tsv")[:max_train]
-                             for w, _ in sentence)
+            counts = Counter(
+                w.lower() for sentence in read_tagged(folder / "train.tsv")[:max_train] for w, _ in sentence
+            )
             features["word_counts"] = dict(counts.most_common())
-        section.update(corpus=record.get("corpus", folder.name), column=column, vocabularies=features,
-                       format=record.get("format"), language=record.get("language"),
-                       dev_unseen=dev_unseen_share(folder, features["word_counts"]))
+        section.update(
+            corpus=record.get("corpus", folder.name),
+            column=column,
+            vocabularies=features,
+            format=record.get("format"),
+            language=record.get("language"),
+            dev_unseen=dev_unseen_share(folder, features["word_counts"]),
+        )
     return section
 
 
@@ -122,14 +129,25 @@ def dev_unseen_share(folder: str | os.PathLike, word_counts: dict[str, int]) -> 
     return sum(w.lower() not in word_counts for w in words) / len(words) if words else None
 
 
-def neural_payload(model: SequenceLabeler, meta: dict[str, Any], data: dict[str, Any] | None = None,
-                   **extra: Any) -> dict[str, Any]:
+def neural_payload(
+    model: SequenceLabeler, meta: dict[str, Any], data: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     """What a neural checkpoint holds: format, version, model config, weights, ``meta``, the
     ``data`` section (:func:`describe_data`) and ``extra`` (the trainer's resume state)."""
     weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
     module = _user_modules(model)
-    return sealed({"format": CHECKPOINT_FORMAT, "inn_version": _version(), "model_config": asdict(model.config),
-                   "state_dict": weights, "meta": meta, "data": data or {}, **module, **extra})
+    return sealed(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "inn_version": _version(),
+            "model_config": asdict(model.config),
+            "state_dict": weights,
+            "meta": meta,
+            "data": data or {},
+            **module,
+            **extra,
+        }
+    )
 
 
 def _user_modules(model: SequenceLabeler) -> dict[str, list[dict[str, str]]]:
@@ -141,14 +159,24 @@ def _user_modules(model: SequenceLabeler) -> dict[str, list[dict[str, str]]]:
     return {"model_modules": modules} if modules else {}
 
 
-def perceptron_payload(peer: PerceptronPeer, meta: dict[str, Any], data: dict[str, Any] | None = None) -> dict[str, Any]:
+def perceptron_payload(
+    peer: PerceptronPeer, meta: dict[str, Any], data: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What a perceptron checkpoint holds: format, version, its weights, ``meta`` and ``data``."""
-    return sealed({"format": CHECKPOINT_FORMAT, "inn_version": _version(), "perceptron": peer.state(), "meta": meta,
-                   "data": data or {}})
+    return sealed(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "inn_version": _version(),
+            "perceptron": peer.state(),
+            "meta": meta,
+            "data": data or {},
+        }
+    )
 
 
-def save_perceptron(peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any],
-                    data: dict[str, Any] | None = None) -> None:
+def save_perceptron(
+    peer: PerceptronPeer, path: str | os.PathLike, meta: dict[str, Any], data: dict[str, Any] | None = None
+) -> None:
     """Write a perceptron checkpoint (atomically)."""
     from inn.io import torch_save
 
@@ -171,15 +199,19 @@ def read_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     except InnError:
         raise
     except Exception as exc:  # empty, truncated or foreign
-        raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a model file inn wrote "
-                       "(checkpoint.pt or tagger.pt), or train the model again") from None
+        raise InnError(
+            f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): give a model file inn wrote "
+            "(checkpoint.pt or tagger.pt), or train the model again"
+        ) from None
     if not isinstance(payload, dict) or not ("model_config" in payload or "perceptron" in payload):
         raise InnError(f"{path} is not an inn model file (no model in it): give a checkpoint.pt or a tagger file")
     version = payload.get("format")
     if version not in READABLE_FORMATS:
-        raise InnError(f"{path} was written by inn {payload.get('inn_version', '?')} in model file format "
-                       f"{version}, which inn {_version()} cannot read (formats {', '.join(map(str, READABLE_FORMATS))}): "
-                       "use the inn version that wrote it, or upgrade inn")
+        raise InnError(
+            f"{path} was written by inn {payload.get('inn_version', '?')} in model file format "
+            f"{version}, which inn {_version()} cannot read (formats {', '.join(map(str, READABLE_FORMATS))}): "
+            "use the inn version that wrote it, or upgrade inn"
+        )
     problem = weights_problem(payload, path)
     if problem is not None:
         raise InnError(f"{path}: {problem}; use an intact copy, or train (or export) the model again")
@@ -194,8 +226,10 @@ def _not_a_file(path: str | os.PathLike) -> str:
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.pt") if p.is_file())
         found = f" (it holds {', '.join(inside)})" if inside else ""
-        return (f"{path} is a folder, not a model file: give the file inside it{found}, e.g. "
-                f"{path / 'checkpoint.pt'} or {path / 'tagger.pt'}")
+        return (
+            f"{path} is a folder, not a model file: give the file inside it{found}, e.g. "
+            f"{path / 'checkpoint.pt'} or {path / 'tagger.pt'}"
+        )
     if path.name == "checkpoint.pt" and "train" in path.parts:
         return f"checkpoint not found: {path} (train the model first)"
     parent = path.parent
@@ -207,8 +241,9 @@ def _not_a_file(path: str | os.PathLike) -> str:
     return f"model file not found: {path} (nothing of a close name in {parent})"
 
 
-def model_from_payload(payload: dict[str, Any], path: str | os.PathLike,
-                       device: str | torch.device = "cpu") -> tuple[Any, dict]:
+def model_from_payload(
+    payload: dict[str, Any], path: str | os.PathLike, device: str | torch.device = "cpu"
+) -> tuple[Any, dict]:
     """The model a payload (:func:`read_checkpoint`) describes, ready to evaluate: ``(model, meta)``.
 
     A perceptron gives a :class:`~inn.tagging.perceptron.PerceptronPeer`, a neural payload a
@@ -248,8 +283,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     return model_from_payload(read_checkpoint(path, device), path, device)
 
 
-def self_contained(payload: dict[str, Any], path: str | os.PathLike,
-                   data_dir: str | os.PathLike | None = None, column: str | None = None) -> dict[str, Any]:
+def self_contained(
+    payload: dict[str, Any],
+    path: str | os.PathLike,
+    data_dir: str | os.PathLike | None = None,
+    column: str | None = None,
+) -> dict[str, Any]:
     """A POS payload as a tagger file: the resume state left out, the ``data`` section filled.
 
     A format-2 checkpoint already holds its vocabularies; ``data_dir`` is then optional and,
@@ -267,16 +306,20 @@ def self_contained(payload: dict[str, Any], path: str | os.PathLike,
     if data_dir is not None:
         described = describe_data(data_dir, task, column or data.get("column"))
         if data.get("fingerprint") not in (None, described["fingerprint"]):
-            raise InnError(f"{path} was trained on other data than {data_dir} (fingerprint {data['fingerprint']}, "
-                           f"the folder's {described['fingerprint']}): give the folder it was trained on")
+            raise InnError(
+                f"{path} was trained on other data than {data_dir} (fingerprint {data['fingerprint']}, "
+                f"the folder's {described['fingerprint']}): give the folder it was trained on"
+            )
         _check_vocabularies(payload, described["vocabularies"], path, data_dir)
         # its own vocabularies where it has them (their word counts are those it trained on)
         data = {**described, **{k: v for k, v in data.items() if k in ("corpus", "vocabularies")}}
         data["dev_unseen"] = dev_unseen_share(data_dir, data["vocabularies"]["word_counts"])
     elif "vocabularies" not in data:
-        raise InnError(f"{path} holds no feature vocabularies (written by inn before tagger files, format "
-                       f"{payload.get('format')}): convert it with `inn export-tagger --checkpoint {path} "
-                       "--data results/data/pos/<corpus> --out tagger.pt`")
+        raise InnError(
+            f"{path} holds no feature vocabularies (written by inn before tagger files, format "
+            f"{payload.get('format')}): convert it with `inn export-tagger --checkpoint {path} "
+            "--data results/data/pos/<corpus> --out tagger.pt`"
+        )
     if column is not None:
         data["column"] = column
     kept = {k: v for k, v in payload.items() if k not in TRAINER_STATE_KEYS}
@@ -290,9 +333,11 @@ def _check_vocabularies(payload: dict[str, Any], vocabularies: dict, path, data_
         cfg = payload["model_config"]
         sizes = (len(vocabularies["words"]), [len(v) for v in vocabularies["affixes"].values()], len(tags))
         if (cfg["word_vocab"], list(cfg["affix_vocab"]), cfg["num_classes"]) != tuple(sizes):
-            raise InnError(f"{path} was trained with other feature vocabularies than {data_dir} (words/affixes/tags "
-                           f"{cfg['word_vocab']}/{list(cfg['affix_vocab'])}/{cfg['num_classes']}, data "
-                           f"{sizes[0]}/{sizes[1]}/{sizes[2]}): give the folder it was trained on")
+            raise InnError(
+                f"{path} was trained with other feature vocabularies than {data_dir} (words/affixes/tags "
+                f"{cfg['word_vocab']}/{list(cfg['affix_vocab'])}/{cfg['num_classes']}, data "
+                f"{sizes[0]}/{sizes[1]}/{sizes[2]}): give the folder it was trained on"
+            )
     trained = payload.get("meta", {}).get("tags")
     if trained is not None and list(trained) != tags:
         raise InnError(f"{path} was trained with another tag set than {data_dir}: give the folder it was trained on")
@@ -315,8 +360,9 @@ def weights_digest(payload: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def check_scores_bound(payload: dict[str, Any], metrics: dict[str, Any], model_path: str | os.PathLike,
-                       metrics_path: str | os.PathLike) -> None:
+def check_scores_bound(
+    payload: dict[str, Any], metrics: dict[str, Any], model_path: str | os.PathLike, metrics_path: str | os.PathLike
+) -> None:
     """Refuse a metrics.json that scored other weights than ``payload``'s (:func:`weights_digest`).
     One written before metrics carried the digest is accepted, with a warning.
 
@@ -327,12 +373,16 @@ def check_scores_bound(payload: dict[str, Any], metrics: dict[str, Any], model_p
     if scored is None:
         log.warning(
             "%s was written before metrics named the weights they score: cannot check that it scores %s",
-            metrics_path, model_path)
+            metrics_path,
+            model_path,
+        )
         return
     if scored != weights_digest(payload):
-        raise InnError(f"{metrics_path} scores other weights (sha256 {scored[:16]}...) than {model_path} holds "
-                       f"({weights_digest(payload)[:16]}...; another run or a model trained again): give the "
-                       "metrics.json that inn evaluate wrote for this model")
+        raise InnError(
+            f"{metrics_path} scores other weights (sha256 {scored[:16]}...) than {model_path} holds "
+            f"({weights_digest(payload)[:16]}...; another run or a model trained again): give the "
+            "metrics.json that inn evaluate wrote for this model"
+        )
 
 
 def with_test_scores(payload: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
@@ -365,17 +415,27 @@ def weights_problem(payload: dict[str, Any], path: str | os.PathLike, finite: bo
     is used, with a warning that it could not be checked."""
     stored = payload.get(OWN_DIGEST)
     if stored is None:
-        log.warning("%s was written before model files carried the digest of their own weights: cannot check "
-                    "that they are undamaged", path)
+        log.warning(
+            "%s was written before model files carried the digest of their own weights: cannot check "
+            "that they are undamaged",
+            path,
+        )
     else:
         actual = weights_digest(payload)
         if stored != actual:
-            return (f"its weights are damaged or were altered (they hash to sha256 {actual[:16]}..., the file "
-                    f"was saved with {stored[:16]}...)")
+            return (
+                f"its weights are damaged or were altered (they hash to sha256 {actual[:16]}..., the file "
+                f"was saved with {stored[:16]}...)"
+            )
     weights = (payload.get("state_dict") or {}) if finite else {}
-    bad = [name for name, tensor in weights.items()
-           if torch.is_tensor(tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    bad = [
+        name
+        for name, tensor in weights.items()
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all()
+    ]
     if bad:
-        return (f"its weights are not finite ({len(bad)} of {len(weights)} tensors hold NaN or inf values, first "
-                f"{bad[0]}): a model that cannot tag")
+        return (
+            f"its weights are not finite ({len(bad)} of {len(weights)} tensors hold NaN or inf values, first "
+            f"{bad[0]}): a model that cannot tag"
+        )
     return None

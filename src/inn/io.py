@@ -137,8 +137,10 @@ def code_in_file(exc: BaseException) -> str | None:
 def refused_as_code(path: str | os.PathLike, name: str, fix: str) -> InnError:
     """The one line for a file refused because loading it would run Python code (``name``):
     inn reads models, states, metrics and data only as data, never as code."""
-    return InnError(f"{path} is refused: loading it would run Python code ({name}), and inn reads model, state "
-                    f"and data files only as data; {fix}")
+    return InnError(
+        f"{path} is refused: loading it would run Python code ({name}), and inn reads model, state "
+        f"and data files only as data; {fix}"
+    )
 
 
 def torch_load_data(path: str | os.PathLike, fix: str, map_location: Any = "cpu") -> Any:
@@ -234,8 +236,10 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            raise InnError(f"{folder} is in use by another run ({holder}); wait for it to finish or stop it, "
-                           "or choose another output folder") from None
+            raise InnError(
+                f"{folder} is in use by another run ({holder}); wait for it to finish or stop it, "
+                "or choose another output folder"
+            ) from None
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
@@ -279,10 +283,15 @@ def refuse_inputs_as_outputs(outputs: dict[str, Any], inputs: dict[str, Any]) ->
         for output in _paths(value):
             for what, paths in inputs.items():
                 if any(_same_file(output, path) for path in _paths(paths)):
-                    said = (f"{flag} {output} is" if isinstance(value, (str, os.PathLike))
-                            else f"{flag} would write {output}, which is")
-                    raise InnError(f"{said} {what}, an input of this command: inn never writes over its "
-                                   "inputs; give another output path")
+                    said = (
+                        f"{flag} {output} is"
+                        if isinstance(value, (str, os.PathLike))
+                        else f"{flag} would write {output}, which is"
+                    )
+                    raise InnError(
+                        f"{said} {what}, an input of this command: inn never writes over its "
+                        "inputs; give another output path"
+                    )
 
 
 def write_output(path: str | os.PathLike | None, text: str) -> None:
@@ -355,8 +364,10 @@ def check_regular_file(path: str | os.PathLike, what: str) -> None:
     if kind is None:
         raise InnError(f"{what} not found: {path}")
     if kind != "file":
-        raise InnError(f"{path} is {kind}, not a regular file: a {what} is read more than once, so copy it "
-                       "into a file and name that")
+        raise InnError(
+            f"{path} is {kind}, not a regular file: a {what} is read more than once, so copy it "
+            "into a file and name that"
+        )
 
 
 def check_distinct_splits(files: dict[str, str | os.PathLike], where: str = "") -> None:
@@ -371,8 +382,10 @@ def check_distinct_splits(files: dict[str, str | os.PathLike], where: str = "") 
             continue  # a missing file is reported by the reader, by name
         first = seen.setdefault((info.st_dev, info.st_ino), split)
         if first != split:
-            raise InnError(f"{where}{first} and {where}{split} are the same file ({path}): a score on it would "
-                           f"not measure a held-out split; give each split its own file")
+            raise InnError(
+                f"{where}{first} and {where}{split} are the same file ({path}): a score on it would "
+                f"not measure a held-out split; give each split its own file"
+            )
 
 
 def check_out_dir(folder: str | os.PathLike, flag: str = "--out-dir") -> None:

@@ -92,15 +92,19 @@ class ModelConfig:
     def __post_init__(self) -> None:
         task_spec(self.task)
         if self.kind not in neural_models():
-            raise InnError(f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}, or import "
-                           "the module that registers it (--import MODULE; the workflow config's imports)")
+            raise InnError(
+                f"unknown model kind {self.kind!r}; use one of {', '.join(neural_models())}, or import "
+                "the module that registers it (--import MODULE; the workflow config's imports)"
+            )
         if self.hidden_size < 1:
             raise InnError(f"hidden_size must be positive, got {self.hidden_size}")
         if self.forget_max != 1.0 and self.spec.cell != "implicit_lstm":
             raise InnError(f"forget_max caps the implicit LSTM's forget gate; model {self.kind} has none")
         if not self.implicit and (self.solver_options or self.trainable_boundary):
-            raise InnError(f"model {self.kind} has no implicit layer: solver_options and trainable_boundary apply "
-                           f"to {', '.join(implicit_models())} only; leave them out")
+            raise InnError(
+                f"model {self.kind} has no implicit layer: solver_options and trainable_boundary apply "
+                f"to {', '.join(implicit_models())} only; leave them out"
+            )
         self.affix_vocab = tuple(self.affix_vocab)
 
     @property
@@ -171,8 +175,9 @@ class ExplicitRNN(nn.Module):
     implicit layer's are.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, rnn: Callable[[int, int], nn.Module],
-                 bidirectional: bool) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, rnn: Callable[[int, int], nn.Module], bidirectional: bool
+    ) -> None:
         super().__init__()
         self.forward_rnn = rnn(input_size, hidden_size)  # an explicit cell's factory (CellSpec)
         self.backward_rnn = rnn(input_size, hidden_size) if bidirectional else None
@@ -204,8 +209,9 @@ def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
     spec = cfg.spec
     cell = CELLS.get(spec.cell) if spec.cell is not None else None
     if cell is None:
-        raise InnError(f"model {cfg.kind}: unknown cell {spec.cell!r}; use one of {', '.join(CELLS)} "
-                       "(register_cell adds one)")
+        raise InnError(
+            f"model {cfg.kind}: unknown cell {spec.cell!r}; use one of {', '.join(CELLS)} (register_cell adds one)"
+        )
     if not cell.implicit:
         return ExplicitRNN(input_size, cfg.hidden_size, cell.factory, spec.bidirectional)
     from inn.nn import ImplicitSequence
@@ -214,14 +220,16 @@ def recurrent_layer(cfg: ModelConfig, input_size: int) -> nn.Module:
     if spec.cell == "implicit_lstm":
         options["forget_max"] = cfg.forget_max
     if cell.layer:
-        layer = cell.factory(input_size, cfg.hidden_size, solver=cfg.solver,
-                             trainable_boundary=cfg.trainable_boundary, **options)
+        layer = cell.factory(
+            input_size, cfg.hidden_size, solver=cfg.solver, trainable_boundary=cfg.trainable_boundary, **options
+        )
         layer.output_size = cfg.hidden_size
         return layer
     unit = cell.factory(input_size, cfg.hidden_size)
     state_size = getattr(unit, "state_size", cfg.hidden_size)
-    return ImplicitSequence(unit, state_size, solver=cfg.solver, trainable_boundary=cfg.trainable_boundary,
-                            input_size=input_size, **options)
+    return ImplicitSequence(
+        unit, state_size, solver=cfg.solver, trainable_boundary=cfg.trainable_boundary, input_size=input_size, **options
+    )
 
 
 # --------------------------------------------------------------------------- the labeller
@@ -278,16 +286,20 @@ def build_model(cfg: ModelConfig) -> SequenceLabeler:
     need = _weight_bytes(cfg)
     available = available_memory()
     if need is not None and available is not None and need > available:
-        raise InnError(f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights alone take "
-                       f"{need / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB of memory available; "
-                       "choose a smaller hidden_size")
+        raise InnError(
+            f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights alone take "
+            f"{need / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB of memory available; "
+            "choose a smaller hidden_size"
+        )
     try:
         return SequenceLabeler(cfg)
     except (MemoryError, RuntimeError) as exc:
         if isinstance(exc, RuntimeError) and "alloc" not in str(exc):
             raise
-        raise InnError(f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights do not fit in memory "
-                       f"({_short(exc)}); choose a smaller hidden_size") from None
+        raise InnError(
+            f"model {cfg.kind} with hidden_size {cfg.hidden_size}: its weights do not fit in memory "
+            f"({_short(exc)}); choose a smaller hidden_size"
+        ) from None
 
 
 def _weight_bytes(cfg: ModelConfig) -> int | None:
@@ -325,9 +337,13 @@ def _short(exc: BaseException) -> str:
 
 
 @torch.no_grad()
-def predict(model: SequenceLabeler, examples: list[dict[str, Tensor]], batch_size: int = 20,
-            device: str | torch.device = "cpu", progress: bool = False
-            ) -> tuple[list[Tensor], list[Tensor | None], int]:
+def predict(
+    model: SequenceLabeler,
+    examples: list[dict[str, Tensor]],
+    batch_size: int = 20,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> tuple[list[Tensor], list[Tensor | None], int]:
     """Run ``model`` over encoded ``examples`` (:mod:`inn.batches`) in batches of similar length.
 
     The batches are those of evaluation (sorted by length, ``batch_size`` at a time), so the

@@ -95,12 +95,32 @@ def _tag_feature_size(fields: Mapping[str, Any]) -> int:
 
 #: every task, by the name the config, the result paths and the checkpoints use
 TASKS: dict[str, TaskSpec] = {
-    spec.name: spec for spec in (
-        TaskSpec("pos", metric="accuracy", higher_is_better=True, gold="tags", tags=True, encoder="features",
-                 suffix=".tsv", extras=("features.json",), feature_size=_tag_feature_size, paper_table=2,
-                 noun="tagging"),
-        TaskSpec("walks", metric="error", higher_is_better=False, gold="y", tags=False, encoder="steps",
-                 suffix=".pt", paper_table=1, noun="walk"),
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            "pos",
+            metric="accuracy",
+            higher_is_better=True,
+            gold="tags",
+            tags=True,
+            encoder="features",
+            suffix=".tsv",
+            extras=("features.json",),
+            feature_size=_tag_feature_size,
+            paper_table=2,
+            noun="tagging",
+        ),
+        TaskSpec(
+            "walks",
+            metric="error",
+            higher_is_better=False,
+            gold="y",
+            tags=False,
+            encoder="steps",
+            suffix=".pt",
+            paper_table=1,
+            noun="walk",
+        ),
     )
 }
 
@@ -169,12 +189,13 @@ BUILTIN_MODELS: frozenset[str] = frozenset()
 
 def _refuse_builtin(kind: str, name: str, builtins: frozenset[str]) -> None:
     if name in builtins:
-        raise InnError(f"{kind} {name} is the package's own and cannot be replaced: register yours under another "
-                       f"name (e.g. my_{name})")
+        raise InnError(
+            f"{kind} {name} is the package's own and cannot be replaced: register yours under another "
+            f"name (e.g. my_{name})"
+        )
 
 
-def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool = True,
-                  layer: bool = False) -> CellSpec:
+def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool = True, layer: bool = False) -> CellSpec:
     """Add a recurrent cell that models may name (replacing one of one's own of the same name,
     never one of the package's); see :class:`CellSpec` for what ``factory`` returns.
 
@@ -188,8 +209,10 @@ def register_cell(name: str, factory: Callable[..., nn.Module], implicit: bool =
         raise InnError(f"cell name {name!r}: use lower-case letters, digits and _")
     _refuse_builtin("cell", name, BUILTIN_CELLS)
     if not callable(factory):
-        raise InnError(f"cell {name}: the factory must be callable (input_size, hidden_size) -> module, "
-                       f"got {type(factory).__name__}")
+        raise InnError(
+            f"cell {name}: the factory must be callable (input_size, hidden_size) -> module, "
+            f"got {type(factory).__name__}"
+        )
     spec = CellSpec(name, factory, bool(implicit), bool(layer))
     CELLS[name] = spec
     return spec
@@ -273,9 +296,9 @@ class ModelSpec:
 #: the parts a model plays in the paper's claims (:attr:`ModelSpec.role`), one model each
 ROLES = {
     "claimed": "the paper's model, the INN: the verdicts' side, Table 1's first columns with the paper's "
-               "figures beside them, the timing law the paper fitted, the layer the benchmark solves",
+    "figures beside them, the timing law the paper fitted, the layer the benchmark solves",
     "swept": "the paper's swept baseline, the b-LSTM: Table 1's last columns, one run per size, the size "
-             "best on dev and the size nearest the claimed model's parameter count",
+    "best on dev and the size nearest the claimed model's parameter count",
     "timing_reference": "the baseline the benchmark's times are divided by, the BiGRU",
 }
 
@@ -300,22 +323,29 @@ def register(spec: ModelSpec) -> ModelSpec:
     if spec.cell is not None:
         cell = CELLS.get(spec.cell)
         if cell is None:
-            raise InnError(f"model {spec.name}: unknown cell {spec.cell!r}; register it first with "
-                           f"inn.models.register_cell, or use one of {', '.join(CELLS)}")
+            raise InnError(
+                f"model {spec.name}: unknown cell {spec.cell!r}; register it first with "
+                f"inn.models.register_cell, or use one of {', '.join(CELLS)}"
+            )
         if cell.implicit != spec.implicit:
-            raise InnError(f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
-                           f"set implicit={cell.implicit} in its ModelSpec")
+            raise InnError(
+                f"model {spec.name}: cell {spec.cell} is {'implicit' if cell.implicit else 'explicit'}; "
+                f"set implicit={cell.implicit} in its ModelSpec"
+            )
     if spec.role is not None:
         if spec.role not in ROLES:
             raise InnError(f"model {spec.name}: unknown role {spec.role!r}; use one of {', '.join(ROLES)}, or None")
         holder = next((name for name, other in MODELS.items() if other.role == spec.role), spec.name)
         if holder != spec.name:
-            raise InnError(f"model {spec.name}: the role {spec.role} is {holder}'s ({ROLES[spec.role]}); a role "
-                           "is one model's, and a model of one's own needs none to appear in the tables")
+            raise InnError(
+                f"model {spec.name}: the role {spec.role} is {holder}'s ({ROLES[spec.role]}); a role "
+                "is one model's, and a model of one's own needs none to appear in the tables"
+            )
     if spec.module is None:
         caller = sys._getframe(1).f_globals
-        spec = dataclasses.replace(spec, module=caller.get("__file__") if caller.get("__name__") == "__main__"
-                                   else caller.get("__name__"))
+        spec = dataclasses.replace(
+            spec, module=caller.get("__file__") if caller.get("__name__") == "__main__" else caller.get("__name__")
+        )
     MODELS[spec.name] = spec
     return spec
 
@@ -324,17 +354,39 @@ _BASELINE = {"pos": ("baseline_hidden_size",)}
 for _spec in (
     ModelSpec("gru", "GRU", "gru", sizes=_BASELINE),
     ModelSpec("lstm", "LSTM", "lstm", sizes=_BASELINE),
-    ModelSpec("bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE, role="timing_reference",
-              short="BiGRU"),
-    ModelSpec("bilstm", "b-LSTM", "lstm", bidirectional=True,
-              sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)}, role="swept", colour="C1"),
-    ModelSpec("inn", "INN", "implicit_gru", bidirectional=True, implicit=True,
-              sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)}, role="claimed",
-              colour="C0"),
-    ModelSpec("inn_lstm", "Implicit LSTM (ours, not in the paper)", "implicit_lstm", bidirectional=True,
-              implicit=True, in_paper=False,
-              sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS},
-              short="implicit LSTM", colour="C2"),
+    ModelSpec(
+        "bigru", "Bidirectional GRU", "gru", bidirectional=True, sizes=_BASELINE, role="timing_reference", short="BiGRU"
+    ),
+    ModelSpec(
+        "bilstm",
+        "b-LSTM",
+        "lstm",
+        bidirectional=True,
+        sizes={"pos": ("baseline_hidden_size",), "walks": ("bilstm_hidden_sizes",)},
+        role="swept",
+        colour="C1",
+    ),
+    ModelSpec(
+        "inn",
+        "INN",
+        "implicit_gru",
+        bidirectional=True,
+        implicit=True,
+        sizes={"pos": ("inn_hidden_size", FEATURES), "walks": ("inn_hidden_size",)},
+        role="claimed",
+        colour="C0",
+    ),
+    ModelSpec(
+        "inn_lstm",
+        "Implicit LSTM (ours, not in the paper)",
+        "implicit_lstm",
+        bidirectional=True,
+        implicit=True,
+        in_paper=False,
+        sizes={task: ("inn_lstm_hidden_size", "inn_hidden_size", FEATURES) for task in TASKS},
+        short="implicit LSTM",
+        colour="C2",
+    ),
     ModelSpec("perceptron", "Averaged perceptron (NLTK)", None, in_paper=False, sizes={"pos": ()}),
 ):
     register(_spec)
@@ -359,22 +411,30 @@ def model_with_role(role: str) -> str:
             return name
     if role not in ROLES:
         raise InnError(f"unknown model role {role!r}; use one of {', '.join(ROLES)}")
-    raise InnError(f"no model of the registry plays the role {role} ({ROLES[role]}): inn.models.MODELS was "
-                   "changed by hand; add models with inn.models.register")
+    raise InnError(
+        f"no model of the registry plays the role {role} ({ROLES[role]}): inn.models.MODELS was "
+        "changed by hand; add models with inn.models.register"
+    )
 
 
 def paper_baselines() -> list[str]:
     """The baselines of the paper's Table 2 claim, the INN's accuracy above theirs: its
     bidirectional explicit models (``bigru``, ``bilstm``)."""
-    return [name for name, spec in MODELS.items()
-            if spec.in_paper and spec.bidirectional and not spec.implicit and spec.cell is not None]
+    return [
+        name
+        for name, spec in MODELS.items()
+        if spec.in_paper and spec.bidirectional and not spec.implicit and spec.cell is not None
+    ]
 
 
 def bidirectional_baselines() -> dict[str, str]:
     """Each cell's bidirectional explicit model (``{"gru": "bigru", "lstm": "bilstm"}``): what
     an implicit layer of that cell is timed and compared against."""
-    return {spec.cell: name for name, spec in MODELS.items()
-            if spec.cell is not None and spec.bidirectional and not spec.implicit}
+    return {
+        spec.cell: name
+        for name, spec in MODELS.items()
+        if spec.cell is not None and spec.bidirectional and not spec.implicit
+    }
 
 
 _NAME = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?:-h(?P<hidden>\d+))?$")
@@ -389,8 +449,8 @@ def parse_model_name(name: str) -> tuple[str, int | None]:
     """``"bilstm-h300"`` -> ``("bilstm", 300)``; ``"inn"`` -> ``("inn", None)``."""
     match = _NAME.match(name)
     if not match or match["kind"] not in neural_models():
-        raise InnError(f"unknown model {name!r}: use one of {', '.join(neural_models())}, "
-                       "optionally with a size (bilstm-h300)")
+        raise InnError(
+            f"unknown model {name!r}: use one of {', '.join(neural_models())}, optionally with a size (bilstm-h300)"
+        )
     hidden = match["hidden"]
     return match["kind"], (int(hidden) if hidden else None)
-

@@ -25,8 +25,12 @@ def _whole_numbers_exact(frame: pd.DataFrame) -> pd.DataFrame:
     exact = {}
     for column in frame.columns[[kind == "f" for kind in frame.dtypes.map(lambda d: d.kind)]]:
         values = frame[column].dropna()
-        if len(values) and np.isfinite(values).all() and 1e6 <= values.abs().max() < 2**53 \
-                and (values == values.round()).all():  # (past 2**53 every float is whole: no count)
+        if (
+            len(values)
+            and np.isfinite(values).all()
+            and 1e6 <= values.abs().max() < 2**53
+            and (values == values.round()).all()
+        ):  # (past 2**53 every float is whole: no count)
             exact[column] = frame[column].round().astype("Int64")
     return frame.assign(**exact) if exact else frame
 
@@ -43,5 +47,4 @@ def read_tsv(path: str | os.PathLike) -> pd.DataFrame:
     NaN), any text is kept, and :data:`TEXT_COLUMNS` stay text."""
     if not os.path.isfile(path):
         raise InnError(f"table not found: {path}")
-    return pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""],
-                       dtype=dict.fromkeys(TEXT_COLUMNS, str))
+    return pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""], dtype=dict.fromkeys(TEXT_COLUMNS, str))

@@ -72,15 +72,19 @@ def import_module(name: str, where: str = "imports", root: str | os.PathLike = "
         path = Path(name) if Path(name).is_absolute() else root / name
         path = path.resolve()
         if not path.is_file():
-            raise InnError(f"{where}: module file {name} does not exist ({path}); name an existing .py file "
-                           "or an importable module")
+            raise InnError(
+                f"{where}: module file {name} does not exist ({path}); name an existing .py file "
+                "or an importable module"
+            )
         for module in list(sys.modules.values()):
             if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
                 return module
         module_name = path.stem
         if not module_name.isidentifier():
-            raise InnError(f"{where}: module file {name}: {path.name} is not a Python module name; "
-                           "rename it (letters, digits and _)")
+            raise InnError(
+                f"{where}: module file {name}: {path.name} is not a Python module name; "
+                "rename it (letters, digits and _)"
+            )
         _refuse_shadowing(where, name, module_name, path.parent)
         _append_to_path(path.parent)
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -100,8 +104,10 @@ def import_module(name: str, where: str = "imports", root: str | os.PathLike = "
     try:
         module = _run_users_code(lambda: importlib.import_module(name), where, name, name)
     except ModuleNotFoundError:
-        raise InnError(f"{where}: no module named {name!r} (searched {root} and sys.path); name a module "
-                       "that Python can import, or its file (path/to/module.py)") from None
+        raise InnError(
+            f"{where}: no module named {name!r} (searched {root} and sys.path); name a module "
+            "that Python can import, or its file (path/to/module.py)"
+        ) from None
     log.debug("imported %s", name)
     return module
 
@@ -117,8 +123,10 @@ def _run_users_code(run: Callable[[], Any], where: str, name: str, importing: st
             raise
         raise InnError(f"{where}: module {name} failed to import: {_first_line(exc)}") from None
     except SystemExit as exc:
-        raise InnError(f"{where}: module {name} called sys.exit({exc.code!r}) while it was imported; a module "
-                       "that registers cells and models must not end the program") from None
+        raise InnError(
+            f"{where}: module {name} called sys.exit({exc.code!r}) while it was imported; a module "
+            "that registers cells and models must not end the program"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the user's code: any error is theirs, in one line
         raise InnError(f"{where}: module {name} failed to import: {_first_line(exc)}") from None
 
@@ -150,8 +158,10 @@ def _refuse_shadowing(where: str, name: str, module_name: str, folder: Path) -> 
         if origin is None or Path(origin).resolve().parent in (folder, folder / module_name):
             return
         other = f"the module {module_name} ({origin})"
-    raise InnError(f"{where}: module {name} has the name of {other} and would replace it wherever it is "
-                   f"imported; rename your file (e.g. my_{module_name}.py)")
+    raise InnError(
+        f"{where}: module {name} has the name of {other} and would replace it wherever it is "
+        f"imported; rename your file (e.g. my_{module_name}.py)"
+    )
 
 
 def _is_users(name: str) -> bool:
@@ -190,11 +200,14 @@ def missing_error(path: str | os.PathLike, kind: str, modules: list[dict[str, st
     """The line for a checkpoint ``path`` whose model ``kind`` is registered by user ``modules``
     that are not imported: the ``--import`` options that import them, by file where the file
     is still there (any working directory), else by name."""
-    options = " ".join(f"--import {entry['file'] if Path(entry.get('file') or '').is_file() else entry['module']}"
-                       for entry in modules)
+    options = " ".join(
+        f"--import {entry['file'] if Path(entry.get('file') or '').is_file() else entry['module']}" for entry in modules
+    )
     names = ", ".join(entry["module"] for entry in modules)
-    return InnError(f"{path}: its model {kind} needs the module{'s' if len(modules) > 1 else ''} {names}, not "
-                    f"imported (a model file never imports code by itself): add {options} to the command")
+    return InnError(
+        f"{path}: its model {kind} needs the module{'s' if len(modules) > 1 else ''} {names}, not "
+        f"imported (a model file never imports code by itself): add {options} to the command"
+    )
 
 
 def import_modules(names: Iterable[str], where: str = "imports", root: str | os.PathLike = ".") -> list[ModuleType]:
@@ -214,8 +227,11 @@ def from_environment(environ: os._Environ | dict | None = None) -> list[ModuleTy
         try:
             names = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise InnError(f"{ENV} is not a valid JSON list of module names ({exc.msg}): write "
-                           '["my_cells", "path/to/cells.py"], or names separated by ' f"{os.pathsep!r}") from None
+            raise InnError(
+                f"{ENV} is not a valid JSON list of module names ({exc.msg}): write "
+                '["my_cells", "path/to/cells.py"], or names separated by '
+                f"{os.pathsep!r}"
+            ) from None
         if not all(isinstance(name, str) for name in names):
             raise InnError(f"{ENV}: every entry of its JSON list must be a module name or a file path (a string)")
     else:

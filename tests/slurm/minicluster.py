@@ -76,8 +76,10 @@ def install(timeout: float = 900) -> None:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     wait_for_lock = ["-o", "DPkg::Lock::Timeout=300"]  # another apt-get may be running
-    for command in (["apt-get", *wait_for_lock, "update", "-qq"],
-                    ["apt-get", *wait_for_lock, "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]):
+    for command in (
+        ["apt-get", *wait_for_lock, "update", "-qq"],
+        ["apt-get", *wait_for_lock, "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+    ):
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
         if result.returncode != 0:
             raise ClusterError(f"{' '.join(command)} failed:\n{(result.stdout + result.stderr)[-3000:]}")
@@ -167,8 +169,7 @@ def _end(pid: int, name: str, timeout: float = 15) -> None:
 
 
 def _run(command: list[str], timeout: float = 20, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(command, env=client_env(), capture_output=True, text=True,
-                          timeout=timeout, check=check)
+    return subprocess.run(command, env=client_env(), capture_output=True, text=True, timeout=timeout, check=check)
 
 
 class MiniCluster:
@@ -179,7 +180,7 @@ class MiniCluster:
         self.processes: dict[str, subprocess.Popen] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self, timeout: float = 90) -> "MiniCluster":
+    def start(self, timeout: float = 90) -> MiniCluster:
         reason = unavailable_reason()
         if reason:
             raise ClusterError(reason)
@@ -198,12 +199,20 @@ class MiniCluster:
         key, sock = STATE / "munge" / "munge.key", STATE / "munge" / "munge.socket"
         _run(["mungekey", "--create", f"--keyfile={key}", "--force"], check=True)
         key.chmod(0o600)
-        self._spawn("munged", ["munged", "--foreground", "--force", f"--socket={sock}",
-                               f"--key-file={key}", f"--pid-file={STATE}/munge/munged.pid",
-                               f"--log-file={STATE}/log/munged.log",
-                               f"--seed-file={STATE}/munge/munged.seed"])
-        self._wait(lambda: _run(["munge", "-n", "-S", str(sock)]).returncode == 0,
-                   "munged to answer", deadline)
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={sock}",
+                f"--key-file={key}",
+                f"--pid-file={STATE}/munge/munged.pid",
+                f"--log-file={STATE}/log/munged.log",
+                f"--seed-file={STATE}/munge/munged.seed",
+            ],
+        )
+        self._wait(lambda: _run(["munge", "-n", "-S", str(sock)]).returncode == 0, "munged to answer", deadline)
         self._spawn("slurmctld", ["slurmctld", "-D"])
         self._wait(lambda: "UP" in _run(["scontrol", "ping"]).stdout, "slurmctld to answer", deadline)
         self._spawn("slurmd", ["slurmd", "-D", "-N", self.host])
@@ -228,7 +237,7 @@ class MiniCluster:
             self.stop_leftovers()
             remove_config()
 
-    def __enter__(self) -> "MiniCluster":
+    def __enter__(self) -> MiniCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -269,9 +278,9 @@ class MiniCluster:
             return
 
         def active() -> list[str]:
-            out = _run(["squeue", "-h", "-t", "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING",
-                        "-o", "%i"]).stdout
+            out = _run(["squeue", "-h", "-t", "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING", "-o", "%i"]).stdout
             return out.split()
+
         jobs = active()
         if jobs:
             _run(["scancel", *jobs])
@@ -282,8 +291,13 @@ class MiniCluster:
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(STATE / "log" / f"{name}.out", "w")
         self.processes[name] = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=client_env(), start_new_session=True)
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=client_env(),
+            start_new_session=True,
+        )
         log.close()
         (STATE / f"{name}.pid").write_text(str(self.processes[name].pid))
 
@@ -291,8 +305,9 @@ class MiniCluster:
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
-                    raise ClusterError(f"{name} exited with {process.returncode} while waiting for "
-                                       f"{what}\n{self.logs()}")
+                    raise ClusterError(
+                        f"{name} exited with {process.returncode} while waiting for {what}\n{self.logs()}"
+                    )
             try:
                 if ready():
                     return
@@ -356,8 +371,10 @@ def main(argv: list[str]) -> int:
             cluster.stop()
             return 1
         # The daemons outlive this process (own sessions); `stop` finds them by PID file.
-        print(f"SLURM is up: partitions {CPU_PARTITION} (default) and {GPU_PARTITION} on "
-              f"{cluster.host}, account {ACCOUNT!r}, logs in {STATE}/log")
+        print(
+            f"SLURM is up: partitions {CPU_PARTITION} (default) and {GPU_PARTITION} on "
+            f"{cluster.host}, account {ACCOUNT!r}, logs in {STATE}/log"
+        )
     else:
         cluster.stop()
     return 0

@@ -63,8 +63,12 @@ def _drop_traces(tagged: Iterable[tuple[str, str]]) -> Sentence:
 GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 #: the byte-order marks of the wide Unicode encodings (UTF-32's before UTF-16's, which they begin with)
-_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
-              (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
 #: how much of a file's start :func:`wide_encoding` looks at
 WIDE_SAMPLE = 4096
 
@@ -106,8 +110,10 @@ def check_not_wide(head: bytes, source: str) -> None:
     name = wide_encoding(head)
     if name is not None:
         order = "little" if name.endswith("LE") else "big"
-        raise InnError(f"{source}: {name[:6]} text ({order}-endian), not UTF-8: convert it to UTF-8 first "
-                       f"(iconv -f {name} -t UTF-8)")
+        raise InnError(
+            f"{source}: {name[:6]} text ({order}-endian), not UTF-8: convert it to UTF-8 first "
+            f"(iconv -f {name} -t UTF-8)"
+        )
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -133,13 +139,17 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                     text = data[start:].decode("utf-8")
                 except UnicodeDecodeError as exc:
                     at = f"byte {offset + start + exc.start}" + (" of the decompressed text" if compressed else "")
-                    raise InnError(f"{path}:{lineno}: {at} (0x{data[start + exc.start]:02x}) is not UTF-8: convert "
-                                   "the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+                    raise InnError(
+                        f"{path}:{lineno}: {at} (0x{data[start + exc.start]:02x}) is not UTF-8: convert "
+                        "the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                    ) from None
                 offset += len(data)
                 line = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
                 if "\r" in line:
-                    raise InnError(f"{path}:{lineno}: a carriage return inside the line: end lines with \\n or "
-                                   "\\r\\n (e.g. dos2unix)")
+                    raise InnError(
+                        f"{path}:{lineno}: a carriage return inside the line: end lines with \\n or "
+                        "\\r\\n (e.g. dos2unix)"
+                    )
                 yield lineno, line
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         if not compressed:
@@ -227,8 +237,10 @@ def read_conllu(path: str | os.PathLike, column: str = "xpos") -> list[Sentence]
             tag = token[column]
             if tag in (None, "_"):
                 other = "upos" if column == "xpos" else "xpos"
-                raise InnError(f"{where}: token {token['form']!r} has no {column.upper()} tag "
-                               f"(read the {other.upper()} column instead: tags: {other})")
+                raise InnError(
+                    f"{where}: token {token['form']!r} has no {column.upper()} tag "
+                    f"(read the {other.upper()} column instead: tags: {other})"
+                )
             check_tag(tag, where, column.upper(), conllu=True)
             sentence.append((token["form"], tag))
         if sentence:
@@ -246,11 +258,15 @@ def check_tag(tag: str, where: str, what: str = "tag", conllu: bool = False) -> 
     space inside it (``New York``) is kept."""
     if tag != tag.strip():
         kind = "word" if what == "word" else "tag class"
-        raise InnError(f"{where}: {what} {tag!r} has whitespace at its start or end: remove it (as it is, it "
-                       f"would be a {kind} of its own)")
+        raise InnError(
+            f"{where}: {what} {tag!r} has whitespace at its start or end: remove it (as it is, it "
+            f"would be a {kind} of its own)"
+        )
     if conllu and any(char.isspace() for char in tag):
-        raise InnError(f"{where}: malformed CoNLL-U line: {what} {tag!r} holds whitespace, which CoNLL-U allows "
-                       "only in FORM, LEMMA and MISC: remove it")
+        raise InnError(
+            f"{where}: malformed CoNLL-U line: {what} {tag!r} holds whitespace, which CoNLL-U allows "
+            "only in FORM, LEMMA and MISC: remove it"
+        )
 
 
 def check_token_id(found: int, expected: int, where: str) -> None:
@@ -260,10 +276,17 @@ def check_token_id(found: int, expected: int, where: str) -> None:
     if found == expected:
         return
     if found == 1:
-        raise InnError(f"{where}: token ID 1 after token {expected - 1} of the same sentence: a blank line "
-                       "is missing before this sentence (CoNLL-U ends every sentence with one)")
-    problem = ("is not a word ID (they count from 1)" if found < 1 else "repeats an earlier token's ID"
-               if found < expected else f"skips ID {expected}")
+        raise InnError(
+            f"{where}: token ID 1 after token {expected - 1} of the same sentence: a blank line "
+            "is missing before this sentence (CoNLL-U ends every sentence with one)"
+        )
+    problem = (
+        "is not a word ID (they count from 1)"
+        if found < 1
+        else "repeats an earlier token's ID"
+        if found < expected
+        else f"skips ID {expected}"
+    )
     raise InnError(f"{where}: malformed CoNLL-U line: token ID {found} {problem} (expected {expected})")
 
 
@@ -327,8 +350,10 @@ def read_ptb(root: str | os.PathLike, sections: Sequence[int]) -> list[Sentence]
     for section in sections:
         fileids = sorted(f for f in reader.fileids() if f.startswith(f"{section:02d}/"))
         if not fileids:
-            raise InnError(f"Penn Treebank copy at {root} lacks WSJ section {section:02d} "
-                           f"(no {suffix} files in {base / f'{section:02d}'})")
+            raise InnError(
+                f"Penn Treebank copy at {root} lacks WSJ section {section:02d} "
+                f"(no {suffix} files in {base / f'{section:02d}'})"
+            )
         for fileid in fileids:
             for tagged in reader.tagged_sents(fileid):
                 sentence = _drop_traces(tagged)
@@ -369,8 +394,9 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
     # A fresh loader (not the nltk.corpus.treebank singleton) so that it resolves against the
     # data path as it is now; the arguments are those NLTK itself uses for the sample. A folder
     # given is the only one searched: another copy on NLTK's path must not stand in for it.
-    treebank = LazyCorpusLoader("treebank/combined", BracketParseCorpusReader, r"wsj_.*\.mrg",
-                                tagset="wsj", encoding="ascii")
+    treebank = LazyCorpusLoader(
+        "treebank/combined", BracketParseCorpusReader, r"wsj_.*\.mrg", tagset="wsj", encoding="ascii"
+    )
     searched = list(nltk.data.path)
     if nltk_data is not None:
         nltk.data.path[:] = [str(Path(nltk_data).resolve())]
@@ -380,10 +406,15 @@ def read_treebank_sample(nltk_data: str | os.PathLike | None = None) -> dict[str
         for root in nltk.data.path:
             archive = Path(root) / "corpora" / "treebank.zip"
             if archive.is_dir():  # NLTK would pass it over in silence
-                raise InnError(f"{archive} is a folder where NLTK's treebank sample archive goes: move it aside "
-                               f"(or delete it) and run `inn download-treebank --out-dir {root}`") from None
-        where = (f"the NLTK data folder {nltk_data} holds no corpora/treebank" if nltk_data is not None
-                 else "NLTK's treebank sample is not installed")
+                raise InnError(
+                    f"{archive} is a folder where NLTK's treebank sample archive goes: move it aside "
+                    f"(or delete it) and run `inn download-treebank --out-dir {root}`"
+                ) from None
+        where = (
+            f"the NLTK data folder {nltk_data} holds no corpora/treebank"
+            if nltk_data is not None
+            else "NLTK's treebank sample is not installed"
+        )
         raise InnError(
             f"{where}: run `inn download-treebank --out-dir DIR` and point corpora.ptb_sample.nltk_data "
             "(or NLTK_DATA) at DIR, a folder holding corpora/treebank"
@@ -442,8 +473,10 @@ def read_corpus(format: str, source: dict, name: str | None = None) -> dict[str,
     if format not in READERS:
         raise InnError(f"unknown corpus format {format!r}; choose one of {sorted(READERS)}")
     if format in FILE_SPLITS:
-        check_distinct_splits({split: source[split] for split in FILE_SPLITS[format] if source.get(split)},
-                              f"corpora.{name}." if name else "--")
+        check_distinct_splits(
+            {split: source[split] for split in FILE_SPLITS[format] if source.get(split)},
+            f"corpora.{name}." if name else "--",
+        )
     splits = READERS[format](source)
     for split in SPLITS:
         if not splits.get(split):
@@ -484,10 +517,17 @@ def read_tagged(path: str | os.PathLike) -> list[Sentence]:
         for lineno, line in block:
             fields = line.split("\t")
             if len(fields) != 2 or not all(fields):
-                found = (f"{len(fields)} tab-separated fields" if len(fields) > 2
-                         else "an empty field" if len(fields) == 2 else "no tab")
-                raise InnError(f"{path}:{lineno}: expected 'word<TAB>tag', found {found}: {line!r}"
-                               + (" (keep two columns: cut -f1,2 for a word and its tag)" if len(fields) > 2 else ""))
+                found = (
+                    f"{len(fields)} tab-separated fields"
+                    if len(fields) > 2
+                    else "an empty field"
+                    if len(fields) == 2
+                    else "no tab"
+                )
+                raise InnError(
+                    f"{path}:{lineno}: expected 'word<TAB>tag', found {found}: {line!r}"
+                    + (" (keep two columns: cut -f1,2 for a word and its tag)" if len(fields) > 2 else "")
+                )
             check_tag(fields[0], f"{path}:{lineno}", "word")
             check_tag(fields[1], f"{path}:{lineno}")
             sentence.append((fields[0], fields[1]))

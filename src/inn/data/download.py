@@ -46,10 +46,13 @@ DEV_EWT, DEV_NLTK = "ud-english-ewt", "nltk_data"
 
 #: Where a local copy goes instead of a download (the end of the one-line error).
 EWT_LOCAL = "copy its three .conllu files elsewhere and set corpora.ewt.train, .dev and .test to them"
-TREEBANK_LOCAL = ("point corpora.ptb_sample.nltk_data at an NLTK data folder holding corpora/treebank (or null "
-                  "to search NLTK_DATA)")
-DEV_LOCAL = (f"put copies in a folder as {DEV_EWT}/en_ewt-ud-{{train,dev,test}}.conllu and "
-             f"{DEV_NLTK}/corpora/treebank.zip and set INN_SHARED_DATA to it")
+TREEBANK_LOCAL = (
+    "point corpora.ptb_sample.nltk_data at an NLTK data folder holding corpora/treebank (or null to search NLTK_DATA)"
+)
+DEV_LOCAL = (
+    f"put copies in a folder as {DEV_EWT}/en_ewt-ud-{{train,dev,test}}.conllu and "
+    f"{DEV_NLTK}/corpora/treebank.zip and set INN_SHARED_DATA to it"
+)
 
 
 def _reason(exc: BaseException) -> str:
@@ -69,8 +72,9 @@ def _verify(path: Path, sha256: str, what: str, fix: str) -> None:
     """Refuse ``path`` (described as ``what``) unless its sha256 is the pinned ``sha256``."""
     got = _sha256(path)
     if got != sha256:
-        raise InnError(f"{what} does not match its pinned checksum (sha256 {got[:16]}..., expected "
-                       f"{sha256[:16]}...); {fix}")
+        raise InnError(
+            f"{what} does not match its pinned checksum (sha256 {got[:16]}..., expected {sha256[:16]}...); {fix}"
+        )
 
 
 def _in_place(path: Path, sha256: str | None) -> bool:
@@ -78,8 +82,9 @@ def _in_place(path: Path, sha256: str | None) -> bool:
     differs, or a folder there, is refused rather than overwritten or used. Unpinned files are
     always fetched."""
     if path.is_dir():
-        raise InnError(f"{path} is a folder where the file {path.name} goes: move it aside (or delete it), then "
-                       "rerun the download")
+        raise InnError(
+            f"{path} is a folder where the file {path.name} goes: move it aside (or delete it), then rerun the download"
+        )
     if sha256 is None or not path.exists():
         return False
     _verify(path, sha256, str(path), "delete it and rerun the download")
@@ -111,11 +116,12 @@ def fetch_ewt(release: str, out: str | Path, *, local_copy: str = EWT_LOCAL) -> 
             try:
                 urllib.request.urlretrieve(url, tmp)
             except OSError as exc:
-                raise InnError(f"could not download UD English EWT {release} ({url}: {_reason(exc)}); without a "
-                               f"network, {local_copy}") from None
+                raise InnError(
+                    f"could not download UD English EWT {release} ({url}: {_reason(exc)}); without a "
+                    f"network, {local_copy}"
+                ) from None
             if name in pinned:
-                _verify(tmp, pinned[name], f"the download of {url}",
-                        f"nothing was kept: retry, or {local_copy}")
+                _verify(tmp, pinned[name], f"the download of {url}", f"nothing was kept: retry, or {local_copy}")
             read_conllu(tmp)
 
 
@@ -144,7 +150,8 @@ def fetch_treebank(out: str | Path, *, local_copy: str = TREEBANK_LOCAL) -> None
     with tempfile.TemporaryDirectory(prefix=".treebank.", dir=target.parent) as tmp:
         try:
             ok = Downloader(server_index_url=NLTK_INDEX_URL).download(
-                "treebank", download_dir=tmp, quiet=True, raise_on_error=True, print_error_to=io.StringIO())
+                "treebank", download_dir=tmp, quiet=True, raise_on_error=True, print_error_to=io.StringIO()
+            )
         except (OSError, ValueError) as exc:
             ok, cause = False, _reason(exc)
         else:
@@ -152,8 +159,12 @@ def fetch_treebank(out: str | Path, *, local_copy: str = TREEBANK_LOCAL) -> None
         if not ok:
             raise InnError(f"could not download NLTK's treebank sample ({cause}); without a network, {local_copy}")
         fetched = Path(tmp) / "corpora" / "treebank.zip"
-        _verify(fetched, TREEBANK_SHA256, "NLTK's treebank sample as downloaded",
-                f"nothing was kept: retry, or {local_copy}")
+        _verify(
+            fetched,
+            TREEBANK_SHA256,
+            "NLTK's treebank sample as downloaded",
+            f"nothing was kept: retry, or {local_copy}",
+        )
         os.replace(fetched, target)
     read_treebank_sample(out)  # NLTK reads the archive
 
@@ -192,7 +203,11 @@ def treebank_main(argv: list[str]) -> None:
 
 def dev_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn download-dev-corpora", description=fetch_dev_corpora.__doc__)
-    parser.add_argument("--out-dir", dest="out", required=True,
-                        help="folder for the corpora: the checkout's .dev-data is where the tests look by default")
+    parser.add_argument(
+        "--out-dir",
+        dest="out",
+        required=True,
+        help="folder for the corpora: the checkout's .dev-data is where the tests look by default",
+    )
     args = parser.parse_args(argv)
     fetch_dev_corpora(args.out)

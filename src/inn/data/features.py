@@ -125,8 +125,9 @@ class FeatureExtractor:
         affix_dim: width of each affix embedding (20 in the paper).
     """
 
-    def __init__(self, max_words: int = 39_000, max_affixes: int = 2_000,
-                 word_dim: int = 320, affix_dim: int = 20) -> None:
+    def __init__(
+        self, max_words: int = 39_000, max_affixes: int = 2_000, word_dim: int = 320, affix_dim: int = 20
+    ) -> None:
         self.max_words, self.max_affixes = max_words, max_affixes
         self.word_dim, self.affix_dim = word_dim, affix_dim
         self.words: Vocabulary | None = None
@@ -176,7 +177,8 @@ class FeatureExtractor:
             words=torch.tensor(word_ids, dtype=torch.long),
             affixes=torch.tensor(affix_ids, dtype=torch.long).reshape(len(words), len(AFFIX_KINDS)),
             shapes=torch.tensor([shape_features(w) for w in words], dtype=torch.float32).reshape(
-                len(words), len(SHAPE_FEATURES)),
+                len(words), len(SHAPE_FEATURES)
+            ),
         )
 
     def encode_tags(self, tags: Iterable[str]) -> torch.Tensor:
@@ -197,8 +199,12 @@ class FeatureExtractor:
     def to_dict(self) -> dict:
         self._require_fit()
         return {
-            "sizes": {"max_words": self.max_words, "max_affixes": self.max_affixes,
-                      "word_dim": self.word_dim, "affix_dim": self.affix_dim},
+            "sizes": {
+                "max_words": self.max_words,
+                "max_affixes": self.max_affixes,
+                "word_dim": self.word_dim,
+                "affix_dim": self.affix_dim,
+            },
             "feature_size": self.feature_size,
             "shape_features": [name for name, _ in SHAPE_FEATURES],
             "tags": self.tags.items,

@@ -41,7 +41,7 @@ def _pos_files(folder: Path) -> list[Path]:
     return [folder / f"{split}.tsv" for split in SPLITS] + [folder / "features.json"]
 
 
-def _hash_walks(path: Path, digest: "hashlib._Hash") -> None:
+def _hash_walks(path: Path, digest: hashlib._Hash) -> None:
     from inn.data.walk import load_walks
 
     data = load_walks(path)
@@ -79,8 +79,9 @@ def data_fingerprint(folder: str | os.PathLike) -> str:
             digest.update(path.name.encode() + b"\0")
             _hash_walks(path, digest)
     else:
-        raise InnError(f"{folder} is not a prepared data folder (no features.json or train.pt in it): "
-                       "run the data stage first")
+        raise InnError(
+            f"{folder} is not a prepared data folder (no features.json or train.pt in it): run the data stage first"
+        )
     return digest.hexdigest()[:DIGITS]
 
 
@@ -100,9 +101,11 @@ def checked_fingerprint(folder: str | os.PathLike) -> str:
             from inn.data.features import FeatureExtractor
 
             FeatureExtractor.load(features)  # one line naming a damaged file and the fix
-        raise InnError(f"{folder} changed since the data stage prepared it (fingerprint {fingerprint}, "
-                       f"{Path(folder) / RECORD_NAME} records {recorded}): a split or features.json was "
-                       "edited or damaged; prepare the data again")
+        raise InnError(
+            f"{folder} changed since the data stage prepared it (fingerprint {fingerprint}, "
+            f"{Path(folder) / RECORD_NAME} records {recorded}): a split or features.json was "
+            "edited or damaged; prepare the data again"
+        )
     return fingerprint
 
 

@@ -22,8 +22,9 @@ from inn.io import torch_load_data, torch_load_problem, torch_save
 DIRECTIONS = ("unit", "gaussian")
 
 
-def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min_len: int = 1,
-                   direction: str = "gaussian") -> list[tuple[torch.Tensor, torch.Tensor]]:
+def generate_walks(
+    n: int, b: float, dim: int, seed: int, max_len: int = 40, min_len: int = 1, direction: str = "gaussian"
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Generate ``n`` biased random walks of dimension ``dim`` with bias ``b``.
 
     Lengths are uniform on ``min_len..max_len`` (the paper: 1..40; the timing stage sets both
@@ -38,8 +39,10 @@ def generate_walks(n: int, b: float, dim: int, seed: int, max_len: int = 40, min
         ``(N,)`` with labels ``0...0 1...1``.
     """
     if n < 1 or dim < 1 or not 1 <= min_len <= max_len:
-        raise InnError(f"generate_walks: need n, dim >= 1 and 1 <= min_len <= max_len "
-                       f"(got n={n}, dim={dim}, min_len={min_len}, max_len={max_len})")
+        raise InnError(
+            f"generate_walks: need n, dim >= 1 and 1 <= min_len <= max_len "
+            f"(got n={n}, dim={dim}, min_len={min_len}, max_len={max_len})"
+        )
     if direction not in DIRECTIONS:
         raise InnError(f"generate_walks: unknown direction {direction!r} (expected one of {', '.join(DIRECTIONS)})")
     gen = torch.Generator().manual_seed(seed)
@@ -85,9 +88,13 @@ def load_walks(path: str | os.PathLike) -> dict:
     except InnError:
         raise
     except Exception as exc:  # a text file, an empty or truncated file
-        raise InnError(f"cannot read walk file {path} ({torch_load_problem(path, exc)}): give a file written by "
-                       "`inn generate-walks` (train.pt, dev.pt or test.pt)") from None
+        raise InnError(
+            f"cannot read walk file {path} ({torch_load_problem(path, exc)}): give a file written by "
+            "`inn generate-walks` (train.pt, dev.pt or test.pt)"
+        ) from None
     if not isinstance(data, dict) or not {"x", "y", "lengths"} <= set(data):
-        raise InnError(f"{path} is not a walk file (no x, y and lengths; a model checkpoint?): give a file written "
-                       "by `inn generate-walks` (train.pt, dev.pt or test.pt)")
+        raise InnError(
+            f"{path} is not a walk file (no x, y and lengths; a model checkpoint?): give a file written "
+            "by `inn generate-walks` (train.pt, dev.pt or test.pt)"
+        )
     return data

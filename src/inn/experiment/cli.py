@@ -21,29 +21,62 @@ from inn.errors import InnError, shorten
 
 #: subcommand -> ("module:function", one-line help). Functions take ``argv: list[str]``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare-pos": ("inn.experiment.data.prepare:prepare_pos_main", "read a POS corpus, split it, fit the feature vocabularies"),
+    "prepare-pos": (
+        "inn.experiment.data.prepare:prepare_pos_main",
+        "read a POS corpus, split it, fit the feature vocabularies",
+    ),
     "generate-walks": ("inn.experiment.data.prepare:generate_walks_main", "generate the biased random walks for one b"),
     "walk-floor": ("inn.experiment.data.walk_floor:main", "the Bayes-optimal error of walk sets (Table 1's floor)"),
-    "walk-floor-survey": ("inn.experiment.data.walk_floor:survey_main", "the walks' floor over generator settings (direction, d, b)"),
+    "walk-floor-survey": (
+        "inn.experiment.data.walk_floor:survey_main",
+        "the walks' floor over generator settings (direction, d, b)",
+    ),
     "download-ewt": ("inn.data.download:main", "download UD English EWT (a pinned release)"),
     "download-treebank": ("inn.data.download:treebank_main", "download NLTK's Penn Treebank sample"),
     "download-dev-corpora": ("inn.data.download:dev_main", "download the corpora the tests read, checksums verified"),
     "train": ("inn.experiment.train.loop:main", "train one model on one prepared task (resumes from its last epoch)"),
-    "evaluate": ("inn.experiment.train.evaluate:main", "score a trained model on a test split: metrics.json, predictions.tsv"),
+    "evaluate": (
+        "inn.experiment.train.evaluate:main",
+        "score a trained model on a test split: metrics.json, predictions.tsv",
+    ),
     "tag": ("inn.tagging.commands:tag_main", "tag running text, CoNLL-U or tokenized text with a trained tagger"),
-    "train-segmenter": ("inn.experiment.train.segmenter:train_segmenter_main", "learn a tokenizer and sentence splitter from a CoNLL-U file with text"),
+    "train-segmenter": (
+        "inn.experiment.train.segmenter:train_segmenter_main",
+        "learn a tokenizer and sentence splitter from a CoNLL-U file with text",
+    ),
     "export-tagger": ("inn.tagging.commands:export_main", "write a self-contained tagger file from a POS checkpoint"),
     "benchmark-tagger": ("inn.tagging.commands:benchmark_main", "tokens per second of taggers on one text"),
-    "score-text": ("inn.tagging.commands:score_main", "CoNLL 2018 shared task scores of a tagged text against its gold CoNLL-U"),
+    "score-text": (
+        "inn.tagging.commands:score_main",
+        "CoNLL 2018 shared task scores of a tagged text against its gold CoNLL-U",
+    ),
     "conllu-text": ("inn.tagging.commands:conllu_text_main", "the raw text of a CoNLL-U file, as a UD release's .txt"),
-    "train-perceptron": ("inn.experiment.train.perceptron:main", "train NLTK's averaged perceptron tagger (the classical peer)"),
-    "time-model": ("inn.experiment.timing.fits:time_model_main", "time a trained model's hidden states against sequence length"),
-    "fit-timing": ("inn.experiment.timing.fits:fit_timing_main", "fit t = a n^p to every model's timing, beside the paper's fits"),
-    "runs": ("inn.experiment.runs:main", "list every training run below results folders: finished or not, epochs, device, commit"),
+    "train-perceptron": (
+        "inn.experiment.train.perceptron:main",
+        "train NLTK's averaged perceptron tagger (the classical peer)",
+    ),
+    "time-model": (
+        "inn.experiment.timing.fits:time_model_main",
+        "time a trained model's hidden states against sequence length",
+    ),
+    "fit-timing": (
+        "inn.experiment.timing.fits:fit_timing_main",
+        "fit t = a n^p to every model's timing, beside the paper's fits",
+    ),
+    "runs": (
+        "inn.experiment.runs:main",
+        "list every training run below results folders: finished or not, epochs, device, commit",
+    ),
     "collect": ("inn.experiment.report.collect:main", "collect every run's metrics into Tables 1 and 2 (TSV)"),
-    "cost": ("inn.experiment.report.cost:main", "CPU hours of each walks run to its best dev epoch and to the best b-LSTM's dev error"),
+    "cost": (
+        "inn.experiment.report.cost:main",
+        "CPU hours of each walks run to its best dev epoch and to the best b-LSTM's dev error",
+    ),
     "report": ("inn.experiment.report.html:main", "render the HTML report from the workflow's tables and measurements"),
-    "markdown": ("inn.experiment.report.views:main", "a tables folder's verdict, Tables 1-2, comparisons and runs as Markdown"),
+    "markdown": (
+        "inn.experiment.report.views:main",
+        "a tables folder's verdict, Tables 1-2, comparisons and runs as Markdown",
+    ),
     "concat-tables": ("inn.experiment.report.collect:concat_main", "stack TSV tables with the same columns into one"),
     "benchmark": ("inn.experiment.timing.benchmark:main", "time the implicit layer's solvers against GRU/LSTM"),
 }
@@ -52,9 +85,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    return ("usage: inn COMMAND [--import MODULE] [options]\n\ncommands:\n" + "\n".join(lines)
-            + "\n\n--import MODULE (any command, repeatable): first import a module that registers cells and models"
-            " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':', or a JSON list)")
+    return (
+        "usage: inn COMMAND [--import MODULE] [options]\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n--import MODULE (any command, repeatable): first import a module that registers cells and models"
+        " (a name, or path/to/file.py); INN_IMPORTS names more (separated by ':', or a JSON list)"
+    )
 
 
 #: how every command's log lines read (on stderr, and in a run's own training logs)

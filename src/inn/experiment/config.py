@@ -126,8 +126,12 @@ FORMAT_KEYS = {
     "nltk_treebank": ("nltk_data",),
 }
 #: the keys of each format that name a file or folder the corpus is read from
-PATH_KEYS = {"conllu": ("train", "dev", "test"), "tsv": ("train", "dev", "test"), "ptb": ("path",),
-             "nltk_treebank": ("nltk_data",)}
+PATH_KEYS = {
+    "conllu": ("train", "dev", "test"),
+    "tsv": ("train", "dev", "test"),
+    "ptb": ("path",),
+    "nltk_treebank": ("nltk_data",),
+}
 
 
 def _where(error: jsonschema.ValidationError, key: str = "") -> str:
@@ -158,8 +162,9 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
         with open(path, encoding="utf-8") as handle:
             return yaml.safe_load(handle)
     except OSError as exc:
-        raise InnError(f"cannot read the config schema {path}: {exc.strerror or exc} (it is installed with inn: "
-                       "reinstall it)") from None
+        raise InnError(
+            f"cannot read the config schema {path}: {exc.strerror or exc} (it is installed with inn: reinstall it)"
+        ) from None
 
 
 def read_yaml(path: str | os.PathLike) -> object:
@@ -322,8 +327,12 @@ def check_model_solver(model: Mapping, where: str) -> None:
     """
     if "solver" in model or "solver_options" in model:
         name = model.get("solver", ModelConfig.solver)  # the layer's default solver
-        check_solver_options(name, model.get("solver_options") or {}, f"{where}: model.solver_options",
-                             name_where=f"{where}: model.solver")
+        check_solver_options(
+            name,
+            model.get("solver_options") or {},
+            f"{where}: model.solver_options",
+            name_where=f"{where}: model.solver",
+        )
 
 
 def model_sizes(config: Mapping, task: str, model: str) -> list[int | None]:
@@ -353,16 +362,22 @@ def run_models(config: Mapping, task: str) -> list[str]:
 def pos_corpora(config: Mapping) -> list[str]:
     """The POS corpora a validated config prepares, in config order: every enabled corpus, but
     a Penn Treebank (``ptb``) copy only when its ``path`` is given."""
-    return [name for name, corpus in config["corpora"].items()
-            if corpus["enabled"] and (corpus["format"] != "ptb" or corpus.get("path"))]
+    return [
+        name
+        for name, corpus in config["corpora"].items()
+        if corpus["enabled"] and (corpus["format"] != "ptb" or corpus.get("path"))
+    ]
 
 
 def paper_corpora(config: Mapping) -> dict[str, str]:
     """The prepared POS corpora that stand for the paper's Table 2 data, with what each is to it
     (its ``paper`` key: ``data`` or ``stand-in``); the verdict tests the paper's claims on these
     only, and a corpus of one's own (``paper: none``, the default) is compared without one."""
-    return {name: config["corpora"][name]["paper"] for name in pos_corpora(config)
-            if config["corpora"][name].get("paper", "none") != "none"}
+    return {
+        name: config["corpora"][name]["paper"]
+        for name in pos_corpora(config)
+        if config["corpora"][name].get("paper", "none") != "none"
+    }
 
 
 def timed_pos_corpus(config: Mapping) -> str | None:
@@ -411,12 +426,16 @@ def _check_bias_names(biases: list[float]) -> None:
     for i, b in enumerate(biases):
         name = bias_name(b)
         if name in seen:
-            raise InnError(f"config: walks.b.{i}: {b!r} would share the folder {name} with walks.b.{seen[name]} "
-                           f"({biases[seen[name]]!r}), and one of them would be lost; give b with at most 6 "
-                           "significant digits")
+            raise InnError(
+                f"config: walks.b.{i}: {b!r} would share the folder {name} with walks.b.{seen[name]} "
+                f"({biases[seen[name]]!r}), and one of them would be lost; give b with at most 6 "
+                "significant digits"
+            )
         if float(name[1:]) != b:
-            raise InnError(f"config: walks.b.{i}: {b!r} would be generated and labelled as {name[1:]} (its folder "
-                           f"{name} keeps 6 significant digits); give b with at most 6 significant digits")
+            raise InnError(
+                f"config: walks.b.{i}: {b!r} would be generated and labelled as {name[1:]} (its folder "
+                f"{name} keeps 6 significant digits); give b with at most 6 significant digits"
+            )
         seen[name] = i
 
 
@@ -447,37 +466,53 @@ def check_config(config: Mapping) -> None:
             taggers to train without a corpus to train them on (one line naming the key).
     """
     _read_option_text(config["solver"]["name"], config["solver"]["options"])
-    check_solver_options(config["solver"]["name"], config["solver"]["options"], "config: solver.options",
-                         name_where="config: solver.name")
+    check_solver_options(
+        config["solver"]["name"],
+        config["solver"]["options"],
+        "config: solver.options",
+        name_where="config: solver.name",
+    )
     for name, corpus in config["corpora"].items():
         allowed = FORMAT_KEYS[corpus["format"]]
         for key in corpus:
             if key not in ("enabled", "format", "paper", *allowed):
-                raise InnError(f"config: corpora.{name}.{key}: a {corpus['format']} corpus does not read it "
-                               f"(it reads {', '.join(allowed)})")
+                raise InnError(
+                    f"config: corpora.{name}.{key}: a {corpus['format']} corpus does not read it "
+                    f"(it reads {', '.join(allowed)})"
+                )
     corpora = pos_corpora(config)
     if config["models"]["pos"]["run"] and not corpora:  # e.g. config/tagger.yaml given without a corpus of one's own
-        raise InnError(f"config: models.pos.run: {', '.join(config['models']['pos']['run'])} would be trained, but no "
-                       "corpus is enabled: add one under corpora (README, \"Your own corpus\"), or set "
-                       "models.pos.run: []")
+        raise InnError(
+            f"config: models.pos.run: {', '.join(config['models']['pos']['run'])} would be trained, but no "
+            'corpus is enabled: add one under corpora (README, "Your own corpus"), or set '
+            "models.pos.run: []"
+        )
     timing = config["timing"]
     if timing["enabled"] and timing["pos_corpus"] is not None and timing["pos_corpus"] not in corpora:
-        raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is not a corpus this run prepares "
-                       f"({', '.join(corpora) or 'none'}); name one of them, or null")
+        raise InnError(
+            f"config: timing.pos_corpus: {timing['pos_corpus']!r} is not a corpus this run prepares "
+            f"({', '.join(corpora) or 'none'}); name one of them, or null"
+        )
     biases = [float(b) for b in config["walks"]["b"]]
     _check_bias_names(biases)
     learnt = config["models"]["walks"]["b"]
     for i, b in enumerate(learnt or []):
         if float(b) not in biases:
-            raise InnError(f"config: models.walks.b.{i}: {b:g} is not one of walks.b ({', '.join(f'{x:g}' for x in biases)})")
+            raise InnError(
+                f"config: models.walks.b.{i}: {b:g} is not one of walks.b ({', '.join(f'{x:g}' for x in biases)})"
+            )
     if timing["enabled"] and timing["pos_corpus"] is not None and not timed_pos_models(config):
-        raise InnError(f"config: timing.pos_corpus: {timing['pos_corpus']!r} is named, but no neural POS model is "
-                       f"trained (models.pos.run: {config['models']['pos']['run']}), so none would be timed; "
-                       "set timing.pos_corpus: null, or add a model to models.pos.run")
+        raise InnError(
+            f"config: timing.pos_corpus: {timing['pos_corpus']!r} is named, but no neural POS model is "
+            f"trained (models.pos.run: {config['models']['pos']['run']}), so none would be timed; "
+            "set timing.pos_corpus: null, or add a model to models.pos.run"
+        )
     trained = walk_biases_trained(config)
     if timing["enabled"] and timing["walk_b"] is not None and float(timing["walk_b"]) not in trained:
-        raise InnError(f"config: timing.walk_b: {timing['walk_b']:g} is not among the walk biases trained "
-                       f"({', '.join(f'{x:g}' for x in trained) or 'none'}); name one of them, or null")
+        raise InnError(
+            f"config: timing.walk_b: {timing['walk_b']:g} is not among the walk biases trained "
+            f"({', '.join(f'{x:g}' for x in trained) or 'none'}); name one of them, or null"
+        )
 
 
 def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), root: str | os.PathLike = ".") -> None:
@@ -498,13 +533,16 @@ def check_inputs(config: Mapping, downloaded: Iterable[str | os.PathLike] = (), 
             where = "" if Path(path).is_absolute() else f" (relative to {Path(root).resolve()})"
             key = f"corpora.{name}.{key}"
             if not (Path(root) / path).exists():
-                raise InnError(f"config: {key}: {path} does not exist{where}; correct the path, "
-                               f"or set corpora.{name}.enabled: false")
+                raise InnError(
+                    f"config: {key}: {path} does not exist{where}; correct the path, "
+                    f"or set corpora.{name}.enabled: false"
+                )
             _check_corpus_path(Path(root) / path, corpus["format"], f"config: {key}: {path}{where}")
         if corpus["format"] in FILE_SPLITS:
             try:
-                check_distinct_splits({split: Path(root) / corpus[split] for split in FILE_SPLITS[corpus["format"]]},
-                                      f"corpora.{name}.")
+                check_distinct_splits(
+                    {split: Path(root) / corpus[split] for split in FILE_SPLITS[corpus["format"]]}, f"corpora.{name}."
+                )
             except InnError as exc:
                 raise InnError(f"config: {exc}") from None
 
@@ -521,6 +559,10 @@ def _check_corpus_path(path: Path, format: str, where: str) -> None:
             raise InnError(f"{where}: {exc}") from None
         if empty:
             raise InnError(f"{where} holds no sentences: name a file with at least one")
-    elif format == "nltk_treebank" and not any((path / "corpora" / name).exists() for name in ("treebank", "treebank.zip")):
-        raise InnError(f"{where} holds no corpora/treebank (NLTK's treebank sample): run `inn download-treebank "
-                       "--out-dir DIR` and name DIR, or null to search NLTK_DATA")
+    elif format == "nltk_treebank" and not any(
+        (path / "corpora" / name).exists() for name in ("treebank", "treebank.zip")
+    ):
+        raise InnError(
+            f"{where} holds no corpora/treebank (NLTK's treebank sample): run `inn download-treebank "
+            "--out-dir DIR` and name DIR, or null to search NLTK_DATA"
+        )

@@ -32,12 +32,19 @@ def source_commit() -> str:
     git = ["git", "-C", str(package)]
     try:
         # the package must be tracked there: a virtual environment inside some checkout is not the source
-        subprocess.run([*git, "ls-files", "--error-unmatch", "__init__.py"], capture_output=True, check=True,
-                       timeout=20)
-        head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True,
-                              timeout=20).stdout.strip()
-        changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", "."],
-                                 capture_output=True, text=True, check=True, timeout=20).stdout.strip()
+        subprocess.run(
+            [*git, "ls-files", "--error-unmatch", "__init__.py"], capture_output=True, check=True, timeout=20
+        )
+        head = subprocess.run(
+            [*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True, timeout=20
+        ).stdout.strip()
+        changed = subprocess.run(
+            [*git, "status", "--porcelain", "--untracked-files=no", "--", "."],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=20,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return _archived_commit(package) or f"inn {inn.__version__}"
     return head + ("-dirty" if changed else "")
@@ -75,9 +82,12 @@ def resumed_commit_note(path: str | os.PathLike, saved: dict[str, Any]) -> str |
     if written == now:
         return None
     if written is None:
-        return (f"{path} was written before resume states recorded their commit; resuming at {now}: if the "
-                "solver or model code changed since, the epochs from here on run under other numerics")
-    return (f"{path} was written at commit {written}; resuming at {now}: the epochs from here on run under "
-            f"{now}'s numerics (`git diff {written.removesuffix('-dirty')} {now.removesuffix('-dirty')} -- src/` "
-            "shows whether they differ)")
-
+        return (
+            f"{path} was written before resume states recorded their commit; resuming at {now}: if the "
+            "solver or model code changed since, the epochs from here on run under other numerics"
+        )
+    return (
+        f"{path} was written at commit {written}; resuming at {now}: the epochs from here on run under "
+        f"{now}'s numerics (`git diff {written.removesuffix('-dirty')} {now.removesuffix('-dirty')} -- src/` "
+        "shows whether they differ)"
+    )

@@ -56,8 +56,9 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise InnError(f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {FIX}") from None
     if not isinstance(data, dict):
-        raise InnError(f"{path} holds a JSON {type(data).__name__}, not the object of metrics inn evaluate writes; "
-                       f"{FIX}")
+        raise InnError(
+            f"{path} holds a JSON {type(data).__name__}, not the object of metrics inn evaluate writes; {FIX}"
+        )
     return data
 
 
@@ -83,16 +84,19 @@ def check_predictions(label: str, metrics: dict[str, Any], predictions: str | os
     data = _predictions_bytes(predictions)
     named = metrics.get(PREDICTIONS_DIGEST)
     if isinstance(named, str) and named != sha256_hex(data):
-        raise InnError(f"{label}: its metrics.json was computed from other predictions than {predictions} (sha256 "
-                       f"{named[:16]}..., the file's {sha256_hex(data)[:16]}...; an evaluation that failed half "
-                       f"way, or a file replaced since); {FIX}")
+        raise InnError(
+            f"{label}: its metrics.json was computed from other predictions than {predictions} (sha256 "
+            f"{named[:16]}..., the file's {sha256_hex(data)[:16]}...; an evaluation that failed half "
+            f"way, or a file replaced since); {FIX}"
+        )
     metric = metrics.get("metric")
     if metric in ("accuracy", "error") and metrics.get(metric) is not None:
-        table = pd.read_csv(io.BytesIO(data), sep="\t", usecols=["gold", "predicted"], dtype=str,
-                            keep_default_na=False)
+        table = pd.read_csv(io.BytesIO(data), sep="\t", usecols=["gold", "predicted"], dtype=str, keep_default_na=False)
         wrong = float((table.gold != table.predicted).mean()) if len(table) else math.nan
         recomputed = 100.0 * (1.0 - wrong) if metric == "accuracy" else wrong
         if not math.isclose(recomputed, float(metrics[metric]), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
-            raise InnError(f"{label}: its metrics.json says {metric} {metrics[metric]} but its predictions "
-                           f"({predictions}) give {recomputed:.6g}: the two files contradict each other; {FIX}")
+            raise InnError(
+                f"{label}: its metrics.json says {metric} {metrics[metric]} but its predictions "
+                f"({predictions}) give {recomputed:.6g}: the two files contradict each other; {FIX}"
+            )
     return isinstance(named, str)

@@ -31,15 +31,16 @@ from typing import Any
 import pandas as pd
 
 from inn.errors import InnError
-from inn.experiment.provenance import UNRECORDED
+
 # their old place, kept for a release:
-from inn.experiment.provenance import device_label, resumed_commit_note, source_commit  # noqa: F401
+from inn.experiment.provenance import UNRECORDED, device_label, resumed_commit_note, source_commit  # noqa: F401
 from inn.tables import read_tsv, write_tsv
 
 log = logging.getLogger(__name__)
 
 #: the state a run is in, from the files it has
 FINISHED, EVALUATED, UNFINISHED, STOPPED = "finished", "evaluated", "unfinished", "stopped"
+
 
 def _stretches(history: pd.DataFrame) -> str:
     """The epochs grouped into stretches of one device, thread count and commit, each with its
@@ -50,10 +51,13 @@ def _stretches(history: pd.DataFrame) -> str:
     frame = history.copy()
     for column in ("device", "commit"):
         frame[column] = frame[column].fillna(UNRECORDED).astype(str) if column in frame else UNRECORDED
-    threads = (pd.to_numeric(frame["threads"], errors="coerce") if "threads" in frame
-               else pd.Series(float("nan"), frame.index))
-    frame["device"] = [f"{device}, {int(count)} threads" if count > 1 else device
-                       for device, count in zip(frame["device"], threads.fillna(1))]
+    threads = (
+        pd.to_numeric(frame["threads"], errors="coerce") if "threads" in frame else pd.Series(float("nan"), frame.index)
+    )
+    frame["device"] = [
+        f"{device}, {int(count)} threads" if count > 1 else device
+        for device, count in zip(frame["device"], threads.fillna(1))
+    ]
     parts, start = [], 0
     keys = list(zip(frame["device"], frame["commit"]))
     for i in range(1, len(frame) + 1):
@@ -145,7 +149,6 @@ def _run_row(results: Path, folder: Path) -> dict[str, Any]:
         history["device"] = [devices.get(int(epoch)) for epoch in history["epoch"]]
     metrics_path = results / "eval" / task / dataset / model / seed / "metrics.json"
     metrics = _metrics(metrics_path) if metrics_path.is_file() else None
-    train_state = (state or {}).get("train_state", {})
     if metrics is not None:
         status = EVALUATED
     elif (folder / "checkpoint.pt").is_file():
@@ -156,20 +159,27 @@ def _run_row(results: Path, folder: Path) -> dict[str, Any]:
         status = STOPPED
     metric = "dev_accuracy" if "dev_accuracy" in history else "dev_error"
     best = (history[metric].max() if metric == "dev_accuracy" else history[metric].min()) if len(history) else None
-    best_epoch = (int(history.loc[history[metric] == best, "epoch"].iloc[0]) if best is not None else None)
+    best_epoch = int(history.loc[history[metric] == best, "epoch"].iloc[0]) if best is not None else None
     commits = sorted(set(history["commit"].dropna().astype(str))) if "commit" in history else []
     if state is not None and (state.get("meta") or {}).get("commit") and not commits:
         commits = [state["meta"]["commit"]]
     if status == FINISHED and state is None:
         state = _read_state(folder / "checkpoint.pt")  # its settings say what the run's limits were
-    training = ((metrics or {}).get("training") or ((state or {}).get("settings") or {}).get("training")
-                or (elsewhere or {}).get("training") or {})
+    training = (
+        (metrics or {}).get("training")
+        or ((state or {}).get("settings") or {}).get("training")
+        or (elsewhere or {}).get("training")
+        or {}
+    )
     ended_by = _ended_by(status, history, best_epoch, training)
     if status == STOPPED and elsewhere is not None:
         where = f"its state on {elsewhere.get('host', '?')}: {elsewhere.get('path', '?')}"
         ended_by = ended_by.replace("no resume state", where)
     return {
-        "task": task, "dataset": dataset, "model": model, "seed": int(seed.removeprefix("seed")),
+        "task": task,
+        "dataset": dataset,
+        "model": model,
+        "seed": int(seed.removeprefix("seed")),
         "status": status,
         "epochs": int(history["epoch"].max()) if len(history) else 0,
         "max_epochs": training.get("max_epochs"),
@@ -210,16 +220,23 @@ def list_runs(folders: list[str | os.PathLike]) -> pd.DataFrame:
         if not results.is_dir():
             raise InnError(f"{results}: no such folder; give a results folder (it holds train/<task>/...)")
         runs = sorted(p.parent for p in (results / "train").glob("*/*/*/seed*/history.tsv"))
-        runs += sorted(p.parent for p in (results / "train").glob("*/*/*/seed*/last.pt")
-                       if not (p.parent / "history.tsv").is_file())
+        runs += sorted(
+            p.parent
+            for p in (results / "train").glob("*/*/*/seed*/last.pt")
+            if not (p.parent / "history.tsv").is_file()
+        )
         if not runs:
-            raise InnError(f"{results}: no training runs in it (expected train/<task>/<dataset>/<model>/seed<N>/ "
-                           "with a history.tsv or last.pt)")
+            raise InnError(
+                f"{results}: no training runs in it (expected train/<task>/<dataset>/<model>/seed<N>/ "
+                "with a history.tsv or last.pt)"
+            )
         for folder in runs:
             row = _run_row(results, folder)
             key = (row["task"], row["dataset"], row["model"], row["seed"])
-            if key not in rows or (order[row["status"]], row["epochs"]) > (order[rows[key]["status"]],
-                                                                            rows[key]["epochs"]):
+            if key not in rows or (order[row["status"]], row["epochs"]) > (
+                order[rows[key]["status"]],
+                rows[key]["epochs"],
+            ):
                 rows[key] = row
     return pd.DataFrame([rows[k] for k in sorted(rows)])
 
@@ -253,8 +270,9 @@ def _first_line(path: Path) -> str:
         return handle.readline()
 
 
-def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike,
-                max_state_mb: float | None = None) -> list[Path]:
+def save_states(
+    folders: list[str | os.PathLike], dest: str | os.PathLike, max_state_mb: float | None = None
+) -> list[Path]:
     """Copy every unfinished run's resume state below the results ``folders`` into ``dest``,
     in the same ``train/<task>/<dataset>/<model>/seed<N>/`` layout, so that a folder kept in
     git carries the runs to the next machine: ``last.pt`` without its warm starts, ``best.pt``,
@@ -291,20 +309,29 @@ def save_states(folders: list[str | os.PathLike], dest: str | os.PathLike,
             if max_state_mb is not None and size > max_state_mb:
                 for stale in ("last.pt", "best.pt"):  # an earlier, smaller keep of the same run
                     (target / stale).unlink(missing_ok=True)
-                record = {"host": socket.gethostname(), "path": str(last.resolve()),
-                          "epoch": state["train_state"]["epoch"],
-                          "training": (state.get("settings") or {}).get("training") or {}}
+                record = {
+                    "host": socket.gethostname(),
+                    "path": str(last.resolve()),
+                    "epoch": state["train_state"]["epoch"],
+                    "training": (state.get("settings") or {}).get("training") or {},
+                }
                 write_json(target / ELSEWHERE, record)
-                log.warning("%s: its state (%.0f MB) is over --max-state-mb %g; only its history and logs are kept in "
-                            "%s", last, size, max_state_mb, target)
+                log.warning(
+                    "%s: its state (%.0f MB) is over --max-state-mb %g; only its history and logs are kept in %s",
+                    last,
+                    size,
+                    max_state_mb,
+                    target,
+                )
             else:
                 (target / ELSEWHERE).unlink(missing_ok=True)
                 torch_save(kept, target / "last.pt")
             if (target / "last.pt").is_file() and (last.parent / "best.pt").is_file():
                 best = _read_state(last.parent / "best.pt")
                 if best is None:
-                    raise InnError(f"{last.parent / 'best.pt'} cannot be read as a state; nothing of it is kept in "
-                                   f"{dest}")
+                    raise InnError(
+                        f"{last.parent / 'best.pt'} cannot be read as a state; nothing of it is kept in {dest}"
+                    )
                 torch_save(best, target / "best.pt")
             # the history of the state kept, not the file beside it: a workflow job that resumes
             # removes its outputs (history.tsv among them) until its first epoch writes them again
@@ -344,12 +371,19 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn runs", description=list_runs.__doc__)
     parser.add_argument("results", nargs="+", help="results folders (the workflow's results/, or an archive of runs)")
     parser.add_argument("--out", help="write the table as TSV here (default: print it as Markdown)")
-    parser.add_argument("--keep-states", metavar="DEST",
-                        help="also copy every unfinished run's resume state (without warm starts), best.pt, history "
-                             "and logs into DEST, to carry the runs to another machine (see save_states)")
-    parser.add_argument("--max-state-mb", type=float, metavar="MB",
-                        help="with --keep-states: a run whose state is larger keeps only its history, logs and where "
-                             "its state is (this machine and path)")
+    parser.add_argument(
+        "--keep-states",
+        metavar="DEST",
+        help="also copy every unfinished run's resume state (without warm starts), best.pt, history "
+        "and logs into DEST, to carry the runs to another machine (see save_states)",
+    )
+    parser.add_argument(
+        "--max-state-mb",
+        type=float,
+        metavar="MB",
+        help="with --keep-states: a run whose state is larger keeps only its history, logs and where "
+        "its state is (this machine and path)",
+    )
     args = parser.parse_args(argv)
     if args.max_state_mb is not None and not args.keep_states:
         raise InnError("--max-state-mb goes with --keep-states DEST")

@@ -4,7 +4,7 @@ f(x_t, h_{t-1}, h_{t+1}) an implicit layer (:mod:`inn.nn.sequence`, on the equat
 implicit LSTM (:class:`ImplicitLSTM`)."""
 
 from inn.nn.implicit_gru import GRUCell, ImplicitGRU
-from inn.nn.sequence import Cell, ImplicitSequence
 from inn.nn.implicit_lstm import ImplicitLSTM, LSTMCell
+from inn.nn.sequence import Cell, ImplicitSequence
 
 __all__ = ["Cell", "GRUCell", "ImplicitGRU", "ImplicitLSTM", "ImplicitSequence", "LSTMCell"]

@@ -85,10 +85,15 @@ def check_backward_options(options: dict[str, Any]) -> None:
         cuda_graph.check(options["backward_cuda_graph"], "backward_cuda_graph")
     method = options.get("backward_solver", "auto")
     if method not in ADJOINT_SOLVERS and method not in APPROXIMATE_ADJOINTS and method != "auto":
-        raise InnError(f"unknown backward solver {method!r}; choose one of "
-                       f"{', '.join(['auto', *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}")
-    own = {f"backward_{option.name}" for option in APPROXIMATE_ADJOINTS[method].options} \
-        if method in APPROXIMATE_ADJOINTS else set()
+        raise InnError(
+            f"unknown backward solver {method!r}; choose one of "
+            f"{', '.join(['auto', *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS])}"
+        )
+    own = (
+        {f"backward_{option.name}" for option in APPROXIMATE_ADJOINTS[method].options}
+        if method in APPROXIMATE_ADJOINTS
+        else set()
+    )
     stray = sorted({"backward_steps", "backward_damping"} & set(options) - own)
     if stray:
         raise InnError(f"backward solver {method!r} takes no {', '.join(stray)} (only 'phantom' does)")
@@ -148,8 +153,11 @@ class ImplicitBackward(torch.autograd.Function):
             if not spec.exact:
                 u, stats = spec.function(lin, g, **extra)
             else:
-                if (spec.compacts and ctx.H is not None
-                        and compaction_pays(g.device, layer.options.get("compact", "auto"))):
+                if (
+                    spec.compacts
+                    and ctx.H is not None
+                    and compaction_pays(g.device, layer.options.get("compact", "auto"))
+                ):
                     H = ctx.H  # the sequences that go on, linearised again alone
                     extra["select"] = lambda rows: lin.system.select(rows).linearize(H[rows])
                 start = getattr(layer, "adjoint_start", None)
@@ -197,12 +205,17 @@ def observe_adjoint(layer: Any, stats: Any) -> None:
     recent.append(float((stats.newton_iterations + stats.krylov_iterations).float().mean()))
     if len(recent) == AUTO_WINDOW and sum(recent) / AUTO_WINDOW > GMRES_PAYS_FROM:
         layer.adjoint_switched = True
-        log.info("the adjoint took %.1f Anderson iterations a batch over the last %d batches: GMRES from here on "
-                 "(backward_solver auto; docs/hard-systems.md)", sum(recent) / AUTO_WINDOW, AUTO_WINDOW)
+        log.info(
+            "the adjoint took %.1f Anderson iterations a batch over the last %d batches: GMRES from here on "
+            "(backward_solver auto; docs/hard-systems.md)",
+            sum(recent) / AUTO_WINDOW,
+            AUTO_WINDOW,
+        )
 
 
-def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how: str, tol: float,
-                     max_iter: int) -> tuple[Tensor, Any]:
+def float64_fallback(
+    lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how: str, tol: float, max_iter: int
+) -> tuple[Tensor, Any]:
     """Solve again in float64 the adjoints of the sequences ``stats`` says missed tol: the
     system's float64 copy linearised at the same solution H, by Anderson from the float32 u
     (``how="float64"``) or by the block-tridiagonal solve (``"direct"``). Returns u with
@@ -220,8 +233,9 @@ def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how:
     if how == "direct":
         u64, st = ADJOINT_SOLVERS["direct"].function(lin64, g64, tol=tol, max_iter=1)
     else:
-        u64, st = ADJOINT_SOLVERS["anderson"].function(lin64, g64, tol=tol, max_iter=max_iter,
-                                                      u0=u[rows].to(torch.float64))
+        u64, st = ADJOINT_SOLVERS["anderson"].function(
+            lin64, g64, tol=tol, max_iter=max_iter, u0=u[rows].to(torch.float64)
+        )
     u = u.clone()
     u[rows] = u64.to(u.dtype)
     cpu = rows.cpu()
@@ -229,10 +243,16 @@ def float64_fallback(lin: Any, H: Tensor, g: Tensor, u: Tensor, stats: Any, how:
     iterations[cpu] += st.newton_iterations + st.krylov_iterations
     residual[cpu] = st.residual.to(residual.dtype)
     code[cpu] = st.code
-    return u, dataclasses.replace(stats, newton_iterations=iterations, residual=residual, code=code,
-                                  converged=code == 0, function_evals=stats.function_evals + st.function_evals,
-                                  jacobian_products=stats.jacobian_products + st.jacobian_products,
-                                  extra={**stats.extra, "fallback": int(rows.numel())})
+    return u, dataclasses.replace(
+        stats,
+        newton_iterations=iterations,
+        residual=residual,
+        code=code,
+        converged=code == 0,
+        function_evals=stats.function_evals + st.function_evals,
+        jacobian_products=stats.jacobian_products + st.jacobian_products,
+        extra={**stats.extra, "fallback": int(rows.numel())},
+    )
 
 
 def implicit_solution(layer: Any, xi: Tensor, mask: Tensor, H: Tensor, system: Any, X: Tensor | None = None) -> Tensor:

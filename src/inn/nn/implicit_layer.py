@@ -20,6 +20,17 @@ from inn.nn.system import (
 )
 
 __all__ = [
-    "AutogradLinearization", "BatchTensors", "Cell", "CellLinearization", "HeldCell", "ImplicitSequence",
-    "ImplicitSystem", "affine", "evaluate_cell", "neighbours", "next_real_mask", "product", "switch",
+    "AutogradLinearization",
+    "BatchTensors",
+    "Cell",
+    "CellLinearization",
+    "HeldCell",
+    "ImplicitSequence",
+    "ImplicitSystem",
+    "affine",
+    "evaluate_cell",
+    "neighbours",
+    "next_real_mask",
+    "product",
+    "switch",
 ]

@@ -40,15 +40,16 @@ import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
+from inn.errors import InnError
 from inn.nn.sequence import HeldCell, ImplicitSequence
 from inn.nn.system import CellLinearization, ImplicitSystem, affine, neighbours, product, switch
-from inn.errors import InnError
 from inn.solvers._common import relative_residual
 from inn.solvers.tridiagonal import Tridiagonal
 
 
-def transition(X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor,
-               forget_max: float = 1.0) -> tuple[Tensor, tuple[Tensor, ...]]:
+def transition(
+    X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor, forget_max: float = 1.0
+) -> tuple[Tensor, tuple[Tensor, ...]]:
     """The transition at every position: ([h; c]_{t-1}, [h; c]_{t+1}, W x_t + b) -> [h_t; c_t].
 
     X (..., 6k) holds the input terms in the order p, n, i, f, o, g; ``weight_pn`` is U_p; U_n
@@ -181,8 +182,9 @@ class LSTMLinearization(CellLinearization):
         def block(weight: Tensor, copy: Tensor, sign: float, rate: Tensor) -> Tensor:
             hh = N * copy.unsqueeze(-2) + sign * (N * col(self.dh * rate)) @ weight
             hh = hh + sign * row(fa * torch.cat([self.dc * rate] * 2, -1)) * weight.repeat(2, 1)
-            cc = torch.cat([torch.diag_embed(self.a[:, t] * self.f[:, t] * copy),
-                            torch.diag_embed(self.f[:, t] * copy)], dim=-2)  # d[h; c]/dc_{t-/+1}
+            cc = torch.cat(
+                [torch.diag_embed(self.a[:, t] * self.f[:, t] * copy), torch.diag_embed(self.f[:, t] * copy)], dim=-2
+            )  # d[h; c]/dc_{t-/+1}
             return torch.cat([hh, cc], dim=-1)
 
         L = block(Wpn[:k], s, 1.0, self.sp)
@@ -224,8 +226,9 @@ class LSTMCell(HeldCell):
         """W x_t + b for all six blocks at once: (B, n, input_size) -> (B, n, 6k)."""
         return Fn.linear(x, self.params.weight_x, self.params.bias)
 
-    def transition(self, X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor,
-                   weight_gates: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+    def transition(
+        self, X: Tensor, prev: Tensor, nxt: Tensor, weight_pn: Tensor, weight_gates: Tensor
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """:func:`transition` with this cell's forget gate cap."""
         return transition(X, prev, nxt, weight_pn, weight_gates, self.forget_max)
 
@@ -247,8 +250,9 @@ class LSTMCell(HeldCell):
         return bound
 
     @staticmethod
-    def tridiagonal_step(system: ImplicitSystem, H: Tensor,
-                         with_residual: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def tridiagonal_step(
+        system: ImplicitSystem, H: Tensor, with_residual: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """c solved exactly with the gates at H, then h = o tanh(c).
 
         With the gates and the switch fixed (they depend on h only), c_t = f (s c_{t-1} +
@@ -320,8 +324,9 @@ class ImplicitLSTM(ImplicitSequence):
         forget_max: float = 1.0,
         **options: Any,
     ) -> None:
-        super().__init__(LSTMCell(input_size, hidden_size, forget_max), 2 * hidden_size, solver, trainable_boundary,
-                         **options)
+        super().__init__(
+            LSTMCell(input_size, hidden_size, forget_max), 2 * hidden_size, solver, trainable_boundary, **options
+        )
         self.hidden_size = hidden_size
         self._hold_cell_parameters()
 

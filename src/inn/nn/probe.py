@@ -40,8 +40,10 @@ def check_cell(cell: nn.Module, state_size: int, input_size: int) -> None:
     device = first.device if first is not None else torch.device("cpu")
     generator = torch.Generator().manual_seed(0)
     B, n = PROBE_BATCH, PROBE_LENGTH
-    x, h_prev, h_next = (0.5 * torch.randn(B, n, size, generator=generator, dtype=dtype).to(device)
-                         for size in (input_size, state_size, state_size))
+    x, h_prev, h_next = (
+        0.5 * torch.randn(B, n, size, generator=generator, dtype=dtype).to(device)
+        for size in (input_size, state_size, state_size)
+    )
     name = type(cell).__name__
     shown = f"x {(B, n, input_size)}, h_prev and h_next {(B, n, state_size)}"
     with torch.no_grad():
@@ -49,15 +51,20 @@ def check_cell(cell: nn.Module, state_size: int, input_size: int) -> None:
             h = cell(x, h_prev, h_next)
         except Exception as exc:  # noqa: BLE001 - the user's code: its error, one line naming it
             first_line = (str(exc).strip().splitlines() or [""])[0]
-            raise CellError(f"cell {name} failed on a probe ({shown}, {str(dtype).removeprefix('torch.')} on "
-                            f"{device}): {type(exc).__name__}: {first_line}") from None
+            raise CellError(
+                f"cell {name} failed on a probe ({shown}, {str(dtype).removeprefix('torch.')} on "
+                f"{device}): {type(exc).__name__}: {first_line}"
+            ) from None
     expected = f"a {str(dtype).removeprefix('torch.')} tensor of shape {(B, n, state_size)} on {device}"
-    if not (isinstance(h, Tensor) and tuple(h.shape) == (B, n, state_size) and h.dtype == dtype
-            and h.device == device):
-        raise CellError(f"cell {name} returned {_describe(h)} for a probe ({shown}); expected {expected}: "
-                        "forward(x, h_prev, h_next) gives the new state of every position")
+    if not (isinstance(h, Tensor) and tuple(h.shape) == (B, n, state_size) and h.dtype == dtype and h.device == device):
+        raise CellError(
+            f"cell {name} returned {_describe(h)} for a probe ({shown}); expected {expected}: "
+            "forward(x, h_prev, h_next) gives the new state of every position"
+        )
     if not torch.isfinite(h).all():
         bad = int((~torch.isfinite(h)).sum())
-        raise CellError(f"cell {name} returned {bad} non-finite value(s) of {h.numel()} for a finite probe ({shown}) "
-                        "at its initial weights; expected finite states: look for a division, log or sqrt "
-                        "that needs guarding")
+        raise CellError(
+            f"cell {name} returned {bad} non-finite value(s) of {h.numel()} for a finite probe ({shown}) "
+            "at its initial weights; expected finite states: look for a division, log or sqrt "
+            "that needs guarding"
+        )

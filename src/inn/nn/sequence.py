@@ -86,7 +86,6 @@ class Cell(Protocol):
     def forward(self, x: Tensor, h_prev: Tensor, h_next: Tensor) -> Tensor: ...
 
 
-
 class HeldCell(nn.Module):
     """Base of the cells whose parameters the layer may hold under their flat names (the implicit
     GRU's and LSTM's, so that checkpoints keep their keys): :attr:`params` is where they live,
@@ -165,8 +164,15 @@ class ImplicitSequence(nn.Module):
     (:mod:`inn.nn.implicit_function`).
     """
 
-    def __init__(self, cell: nn.Module, state_size: int, solver: str = "anderson",
-                 trainable_boundary: bool = False, input_size: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        cell: nn.Module,
+        state_size: int,
+        solver: str = "anderson",
+        trainable_boundary: bool = False,
+        input_size: int | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__()
         from inn.nn.implicit_function import BACKWARD_OPTIONS, check_backward_options
         from inn.nn.probe import check_cell
@@ -248,8 +254,9 @@ class ImplicitSequence(nn.Module):
         caller has them (saves a product)."""
         return self._evaluate(xi, H, mask, X)[0]
 
-    def linearized_transition(self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None,
-                              system: ImplicitSystem) -> tuple[Tensor, CellLinearization]:
+    def linearized_transition(
+        self, xi: Tensor, H: Tensor, mask: Tensor, X: Tensor | None, system: ImplicitSystem
+    ) -> tuple[Tensor, CellLinearization]:
         """F(H) with autograd, and the linearisation of ``system`` at H (detached) from the
         same evaluation (the implicit backward needs both at the solution)."""
         FH, (prev, nxt, h, aux) = self._evaluate(xi, H, mask, X)

@@ -108,16 +108,16 @@ class BatchTensors:
                 setattr(out, name, tuple(v.clone() if isinstance(v, Tensor) else v for v in value))
         return out
 
-    def load_(self, other: "BatchTensors") -> None:
+    def load_(self, other: BatchTensors) -> None:
         """Copy ``other``'s tensors into this object's, in place (same names and shapes)."""
         theirs = other.tensors()
         for name, tensor in self.tensors().items():
             tensor.copy_(theirs[name])
 
 
-
-def evaluate_cell(cell: nn.Module, X: Tensor, prev: Tensor, nxt: Tensor,
-                  weights: tuple[Tensor, ...]) -> tuple[Tensor, Any]:
+def evaluate_cell(
+    cell: nn.Module, X: Tensor, prev: Tensor, nxt: Tensor, weights: tuple[Tensor, ...]
+) -> tuple[Tensor, Any]:
     """The cell on input terms X and neighbours (prev, nxt): its ``transition`` with
     ``weights`` where it has the hook, else its ``forward`` (X is then x). Returns (state,
     ``aux``, what the other hooks want from the evaluation; None without the hook)."""
@@ -137,7 +137,7 @@ class CellLinearization(BatchTensors):
     tridiagonal preconditioner inverts, or None where the cell has none; and implements
     :meth:`jvp`, :meth:`_sources` and :meth:`blocks`."""
 
-    system: "ImplicitSystem"
+    system: ImplicitSystem
     F: Tensor
     copy: tuple[Tensor, Tensor] | None
 
@@ -164,7 +164,7 @@ class CellLinearization(BatchTensors):
         has_next = sy.next_real[:, t].to(L.dtype).view(-1, 1, 1)
         return L * has_prev, R * has_next
 
-    def low_precision(self) -> "CellLinearization | None":
+    def low_precision(self) -> CellLinearization | None:
         """The same linearisation with bfloat16 matrix products in :meth:`vjp` (the first pass
         of a mixed-precision adjoint solve); None unless the system has such a version."""
         low = self.system.low_precision()
@@ -215,7 +215,7 @@ class AutogradLinearization(CellLinearization):
     the first J^T product and reused), the Jacobian blocks by K forward products per position.
     The fallback where a cell has no ``Linearization`` hook: about 2-3x an analytic product."""
 
-    def __init__(self, system: "ImplicitSystem", H: Tensor, evaluated: tuple | None = None) -> None:
+    def __init__(self, system: ImplicitSystem, H: Tensor, evaluated: tuple | None = None) -> None:
         self.system = sy = system
         self.prev, self.nxt = neighbours(H, sy.next_real, sy.h_start, sy.h_end)
         h, aux = sy.evaluate(sy.X, self.prev, self.nxt) if evaluated is None else evaluated[2:]
@@ -272,8 +272,9 @@ class ImplicitSystem(BatchTensors):
     #: spurious roots of the relative residual far beyond it.
     BOUND_SLACK = 0.01
 
-    def __init__(self, cell: nn.Module, X: Tensor, mask: Tensor, weights: tuple[Tensor, ...], h_start: Tensor,
-                 h_end: Tensor) -> None:
+    def __init__(
+        self, cell: nn.Module, X: Tensor, mask: Tensor, weights: tuple[Tensor, ...], h_start: Tensor, h_end: Tensor
+    ) -> None:
         self.cell = cell
         self.X = X
         self.mask = mask
@@ -387,7 +388,7 @@ class ImplicitSystem(BatchTensors):
         next starting candidate."""
         return (H.abs() > self.state_bound() + self.BOUND_SLACK).flatten(1).any(1)
 
-    def low_precision(self) -> "ImplicitSystem | None":
+    def low_precision(self) -> ImplicitSystem | None:
         """The same equations with the recurrent products in bfloat16 (sums, gates and the
         tridiagonal solve stay in float32): about 2x cheaper per F evaluation on a CPU with
         native bfloat16 products, accurate to a relative residual of about 1e-3. Mixed-precision
@@ -404,23 +405,30 @@ class ImplicitSystem(BatchTensors):
         float64 fallbacks): only with the cell's ``transition`` hook, whose weights it casts."""
         return hasattr(self.cell, "transition")
 
-    def in_precision(self, dtype: torch.dtype) -> "ImplicitSystem | None":
+    def in_precision(self, dtype: torch.dtype) -> ImplicitSystem | None:
         """The same equations with input terms, weights and boundaries in ``dtype`` (the
         float64 fallbacks of the solve and the adjoint); None for a cell without the
         ``transition`` hook, whose own parameters would stay in theirs."""
         if not self.has_precision_copy:
             return None
-        return type(self)(self.cell, self.X.to(dtype), self.mask, tuple(w.to(dtype) for w in self.weights),
-                          self.h_start.to(dtype), self.h_end.to(dtype))
+        return type(self)(
+            self.cell,
+            self.X.to(dtype),
+            self.mask,
+            tuple(w.to(dtype) for w in self.weights),
+            self.h_start.to(dtype),
+            self.h_end.to(dtype),
+        )
 
-    def repeat(self, times: int) -> "ImplicitSystem":
+    def repeat(self, times: int) -> ImplicitSystem:
         """The same systems stacked ``times`` times along B (several starting candidates)."""
         if times == 1:
             return self
-        return type(self)(self.cell, self.X.repeat(times, 1, 1), self.mask.repeat(times, 1), self.weights,
-                          self.h_start, self.h_end)
+        return type(self)(
+            self.cell, self.X.repeat(times, 1, 1), self.mask.repeat(times, 1), self.weights, self.h_start, self.h_end
+        )
 
-    def select(self, index: Tensor) -> "ImplicitSystem":
+    def select(self, index: Tensor) -> ImplicitSystem:
         """The systems of the sequences at ``index`` (for retrying failed ones)."""
         return type(self)(self.cell, self.X[index], self.mask[index], self.weights, self.h_start, self.h_end)
 
@@ -475,4 +483,3 @@ class ImplicitSystem(BatchTensors):
         nxt = torch.where(self.next_real.unsqueeze(-1), nxt, self.h_end.expand(B, 1, K))
         h, _ = self.evaluate(self.X, prev, nxt)
         return h * self.maskf
-

@@ -19,36 +19,22 @@ Every solve returns per-sequence iterations, residuals and :class:`ResultCode` v
 (Anderson-accelerated fixed-point iteration), ``fixed_point`` (plain damped iteration).
 """
 
+# fmt: off
 from inn.solvers._common import ConvergenceWarning, FixedPointSystem, ResultCode, SolveResult, SolverStats
 from inn.solvers._registry import AdjointSpec, SolverOption, SolverSpec
-from inn.solvers.adjoint import (
-    ADJOINT_SOLVERS,
-    APPROXIMATE_ADJOINTS,
-    APPROXIMATE_OPTIONS,
-    BACKWARD_OPTIONS,
-    _adjoint_anderson,
-    adjoint_spec,
-    copy_inverse,
-)
+from inn.solvers.adjoint import (ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, APPROXIMATE_OPTIONS, BACKWARD_OPTIONS,
+                                 adjoint_spec, copy_inverse)
 from inn.solvers.bicgstab import KrylovInfo, bicgstab
 from inn.solvers.forward import solve
-from inn.solvers.table import (
-    COMMON_OPTIONS,
-    FALLBACK_OPTIONS,
-    PAPER_OPTIONS,
-    SOLVERS,
-    check_options,
-    check_solver_options,
-    options_table,
-    register_solver,
-    resumable_options,
-    solver_options,
-    solver_spec,
-)
+from inn.solvers.table import (COMMON_OPTIONS, FALLBACK_OPTIONS, PAPER_OPTIONS, SOLVERS, check_options,
+                               check_solver_options, options_table, register_solver, resumable_options,
+                               solver_options, solver_spec)
 
 __all__ = [
-    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "BACKWARD_OPTIONS", "COMMON_OPTIONS", "PAPER_OPTIONS", "SOLVERS",
-    "AdjointSpec", "ConvergenceWarning", "FixedPointSystem", "KrylovInfo", "ResultCode", "SolveResult", "SolverOption",
-    "SolverSpec", "SolverStats", "adjoint_spec", "bicgstab", "check_options", "check_solver_options",
-    "register_solver", "solve", "solver_options", "solver_spec",
+    "ADJOINT_SOLVERS", "APPROXIMATE_ADJOINTS", "APPROXIMATE_OPTIONS", "BACKWARD_OPTIONS", "COMMON_OPTIONS",
+    "FALLBACK_OPTIONS", "PAPER_OPTIONS", "SOLVERS", "AdjointSpec", "ConvergenceWarning", "FixedPointSystem",
+    "KrylovInfo", "ResultCode", "SolveResult", "SolverOption", "SolverSpec", "SolverStats", "adjoint_spec",
+    "bicgstab", "check_options", "check_solver_options", "copy_inverse", "options_table", "register_solver",
+    "resumable_options", "solve", "solver_options", "solver_spec",
 ]
+# fmt: on

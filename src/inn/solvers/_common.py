@@ -38,7 +38,7 @@ class ConvergenceWarning(RuntimeWarning):
 class Linearization(Protocol):
     """dF/dH at one point ``H``: what the Newton steps and the adjoint solvers call."""
 
-    system: "FixedPointSystem"  #: the system it linearises (masks, and its bfloat16 version)
+    system: FixedPointSystem  #: the system it linearises (masks, and its bfloat16 version)
     F: Tensor  #: F(H) at the linearisation point, (B, n, K)
     #: the elementwise coupling (lower, upper) of each state to its neighbours, (B, n, K) each,
     #: that the tridiagonal preconditioners invert; None where the cell has none
@@ -56,7 +56,7 @@ class Linearization(Protocol):
     def adjoint_sweep(self, u: Tensor, g: Tensor) -> Tensor:
         """One red-black Gauss-Seidel sweep on u = g + J^T u."""
 
-    def low_precision(self) -> "Linearization | None":
+    def low_precision(self) -> Linearization | None:
         """The same with bfloat16 matrix products, or None."""
 
 
@@ -90,17 +90,17 @@ class FixedPointSystem(Protocol):
     def initial_guess(self, kind: str, generator: torch.Generator | None = None) -> Tensor:
         """A starting point: ``"zeros"``, ``"random"``, ``"one_step"`` or ``"F0"``."""
 
-    def repeat(self, times: int) -> "FixedPointSystem":
+    def repeat(self, times: int) -> FixedPointSystem:
         """The same systems stacked ``times`` times along B (for several starting candidates)."""
 
-    def select(self, index: Tensor) -> "FixedPointSystem":
+    def select(self, index: Tensor) -> FixedPointSystem:
         """The systems of the sequences at ``index`` (retries)."""
 
     def outside_bounds(self, H: Tensor) -> Tensor:
         """(B,) bool: where H lies outside a box that holds every fixed point (all False for a
         system that knows no box)."""
 
-    def low_precision(self) -> "FixedPointSystem | None":
+    def low_precision(self) -> FixedPointSystem | None:
         """The same equations with bfloat16 matrix products, or None."""
 
     @property
@@ -190,8 +190,15 @@ class SolveResult:
     def __iter__(self):
         return iter((self.solution, self.iterations, self.inner_iterations, self.residual, self.code))
 
-    def stats(self, solver: str, *, candidate: Tensor | None = None, function_evals: int = 0,
-              jacobian_products: int = 0, extra: dict | None = None) -> SolverStats:
+    def stats(
+        self,
+        solver: str,
+        *,
+        candidate: Tensor | None = None,
+        function_evals: int = 0,
+        jacobian_products: int = 0,
+        extra: dict | None = None,
+    ) -> SolverStats:
         """The :class:`SolverStats` record of this result (CPU tensors), ``candidate`` the
         winning starting point of each sequence (default: 0, the only one)."""
         code = self.code.cpu()

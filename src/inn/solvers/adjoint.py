@@ -44,23 +44,41 @@ def _adjoint_bicgstab(lin, g: Tensor, *, tol: float, max_iter: int, u0: Tensor |
     return u, _stats("bicgstab", SolveResult(u, zeros, info.iterations, res, code), info.matvecs)
 
 
-def _adjoint_gmres(lin, g: Tensor, *, tol: float, max_iter: int, restart: int = 30, u0: Tensor | None = None,
-                   select: Callable[[Tensor], Any] | None = None):
+def _adjoint_gmres(
+    lin,
+    g: Tensor,
+    *,
+    tol: float,
+    max_iter: int,
+    restart: int = 30,
+    u0: Tensor | None = None,
+    select: Callable[[Tensor], Any] | None = None,
+):
     """GMRES on (I - J^T) u = g, preconditioned on the right by the tridiagonal I - D^T (the
     same factorisation Anderson's step uses): :func:`inn.solvers.gmres.gmres`. Its iterations
     are J^T products; each cycle costs one more, for the true residual. ``select``: ``rows ->
     the linearisation of those sequences alone``; with it the sequences that are done leave the
     batch (compaction, as the Anderson adjoint's)."""
+
     def restrict(rows: Tensor):
         sub = select(rows)
         return (lambda V: V - sub.vjp(V)), copy_inverse(sub).solve
 
-    u, info = gmres(lambda V: V - lin.vjp(V), copy_inverse(lin).solve, g, x0=u0, rtol=tol, maxiter=max_iter,
-                    restart=restart, restrict=restrict if select is not None else None)
+    u, info = gmres(
+        lambda V: V - lin.vjp(V),
+        copy_inverse(lin).solve,
+        g,
+        x0=u0,
+        rtol=tol,
+        maxiter=max_iter,
+        restart=restart,
+        restrict=restrict if select is not None else None,
+    )
     scale = batch_norm(g)
     res = torch.where(scale > 0, info.residual / scale.clamp_min(torch.finfo(g.dtype).tiny), torch.zeros_like(scale))
-    return u, _stats("gmres", SolveResult(u, info.iterations, torch.zeros_like(info.iterations), res, info.code),
-                     info.matvecs)
+    return u, _stats(
+        "gmres", SolveResult(u, info.iterations, torch.zeros_like(info.iterations), res, info.code), info.matvecs
+    )
 
 
 class _NoCoupling:
@@ -98,10 +116,21 @@ def _adjoint_segment_map(inputs: tuple[Any, Tensor]):
     return _adjoint_step(lin.vjp, g, copy_inverse(lin), scale), lambda u: scale
 
 
-def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int = 5, sweep: str = "tridiagonal",
-                      low_precision: bool | str = "auto", low_precision_tol: float = 3e-3, u0: Tensor | None = None,
-                      cuda_graph: bool | str = False, cuda_graph_steps: int = _graphs.DEFAULT_STEPS,
-                      select: Callable[[Tensor], Any] | None = None):
+def _adjoint_anderson(
+    lin,
+    g: Tensor,
+    *,
+    tol: float,
+    max_iter: int,
+    memory: int = 5,
+    sweep: str = "tridiagonal",
+    low_precision: bool | str = "auto",
+    low_precision_tol: float = 3e-3,
+    u0: Tensor | None = None,
+    cuda_graph: bool | str = False,
+    cuda_graph_steps: int = _graphs.DEFAULT_STEPS,
+    select: Callable[[Tensor], Any] | None = None,
+):
     """Anderson on the adjoint u = g + J^T u; ``cuda_graph``: the (final-precision) tridiagonal
     solve in captured segments, as the forward's (:func:`inn.solvers.anderson.anderson`).
     ``select``: ``rows -> the linearisation of those sequences alone``; with it the eager
@@ -133,22 +162,41 @@ def _adjoint_anderson(lin, g: Tensor, *, tol: float, max_iter: int, memory: int 
         low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
         if low is not None:
             u0, its_pass, _, _, low_evals, _ = _anderson.anderson_iterate(
-                _adjoint_step(low.vjp, g, copy, scale), u0, lambda u: scale, tol=low_precision_tol,
-                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER), memory=memory,
-                restrict=_adjoint_restrict(select, g, scale, low=True) if select is not None else None)
+                _adjoint_step(low.vjp, g, copy, scale),
+                u0,
+                lambda u: scale,
+                tol=low_precision_tol,
+                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER),
+                memory=memory,
+                restrict=_adjoint_restrict(select, g, scale, low=True) if select is not None else None,
+            )
             its_low = its_low + its_pass
     else:
         fmap = lambda u: g + lin.vjp(u)  # noqa: E731
         true_residual = None
     if graphed:
         u, its, res, code, evals, checks = _anderson.anderson_chunked(
-            _adjoint_segment_map, (lin, g), u0, tol=tol, max_iter=max_iter, memory=memory, steps=cuda_graph_steps,
-            kind="adjoint tridiagonal")
+            _adjoint_segment_map,
+            (lin, g),
+            u0,
+            tol=tol,
+            max_iter=max_iter,
+            memory=memory,
+            steps=cuda_graph_steps,
+            kind="adjoint tridiagonal",
+        )
     else:
         restrict = _adjoint_restrict(select, g, scale) if select is not None and sweep == "tridiagonal" else None
         u, its, res, code, evals, checks = _anderson.anderson_iterate(
-            fmap, u0, lambda u: scale, tol=tol, max_iter=max_iter, memory=memory, true_residual=true_residual,
-            restrict=restrict)
+            fmap,
+            u0,
+            lambda u: scale,
+            tol=tol,
+            max_iter=max_iter,
+            memory=memory,
+            true_residual=true_residual,
+            restrict=restrict,
+        )
     its = its + its_low
     res = torch.where(scale > 0, res, torch.zeros_like(res))
     code = torch.where((scale == 0) | (code == int(ResultCode.CONVERGED)), int(ResultCode.CONVERGED), code)
@@ -247,24 +295,59 @@ APPROXIMATE_ADJOINTS: dict[str, AdjointSpec] = {}
 
 for _spec in (
     AdjointSpec("bicgstab", _adjoint_bicgstab, "BiCGSTAB on (I - J^T) u = g"),
-    AdjointSpec("anderson", _adjoint_anderson, "tridiagonal-preconditioned steps, Anderson-accelerated", (
-        SolverOption("low_precision", "auto", "the anderson adjoint's bfloat16 first steps, as low_precision",
-                     type="boolean", choices=("auto",)),
-        SolverOption("cuda_graph", None, "the anderson adjoint in CUDA graphs (default: cuda_graph)",
-                     type="boolean", choices=("auto",), resumable=True),
-    ), compacts=True, inherits=("cuda_graph", "cuda_graph_steps")),
-    AdjointSpec("gmres", _adjoint_gmres, "GMRES right-preconditioned by the same tridiagonal solve", (
-        SolverOption("restart", 30, "gmres (and auto's gmres) only: Krylov vectors kept before a restart",
-                     type="integer", minimum=1),
-    ), compacts=True),
+    AdjointSpec(
+        "anderson",
+        _adjoint_anderson,
+        "tridiagonal-preconditioned steps, Anderson-accelerated",
+        (
+            SolverOption(
+                "low_precision",
+                "auto",
+                "the anderson adjoint's bfloat16 first steps, as low_precision",
+                type="boolean",
+                choices=("auto",),
+            ),
+            SolverOption(
+                "cuda_graph",
+                None,
+                "the anderson adjoint in CUDA graphs (default: cuda_graph)",
+                type="boolean",
+                choices=("auto",),
+                resumable=True,
+            ),
+        ),
+        compacts=True,
+        inherits=("cuda_graph", "cuda_graph_steps"),
+    ),
+    AdjointSpec(
+        "gmres",
+        _adjoint_gmres,
+        "GMRES right-preconditioned by the same tridiagonal solve",
+        (
+            SolverOption(
+                "restart",
+                30,
+                "gmres (and auto's gmres) only: Krylov vectors kept before a restart",
+                type="integer",
+                minimum=1,
+            ),
+        ),
+        compacts=True,
+    ),
     AdjointSpec("anderson_red_black", _adjoint_anderson_red_black, "Anderson on red-black Gauss-Seidel sweeps"),
     AdjointSpec("anderson_jacobi", _adjoint_anderson_jacobi, "Anderson on plain u <- g + J^T u steps"),
     AdjointSpec("fixed_point", _adjoint_fixed_point, "plain u <- g + J^T u steps"),
     AdjointSpec("direct", _adjoint_direct, "the block-tridiagonal solve, exact"),
-    AdjointSpec("phantom", _adjoint_phantom, "damped unrolled steps from the solution", (
-        SolverOption("steps", 5, "phantom only: damped unrolled steps", type="integer", minimum=1),
-        SolverOption("damping", 1.0, "phantom only: their damping", type="number", exclusive_minimum=0, maximum=1),
-    ), exact=False),
+    AdjointSpec(
+        "phantom",
+        _adjoint_phantom,
+        "damped unrolled steps from the solution",
+        (
+            SolverOption("steps", 5, "phantom only: damped unrolled steps", type="integer", minimum=1),
+            SolverOption("damping", 1.0, "phantom only: their damping", type="number", exclusive_minimum=0, maximum=1),
+        ),
+        exact=False,
+    ),
     AdjointSpec("jacobian_free", _adjoint_jacobian_free, "u = g", exact=False),
     AdjointSpec("preconditioned", _adjoint_preconditioned, "u = (I - D^T)^{-1} g", exact=False),
 ):
@@ -286,23 +369,44 @@ APPROXIMATE_OPTIONS = {name: spec.defaults for name, spec in APPROXIMATE_ADJOINT
 
 #: the backward's own options that pick and bound the adjoint, for every adjoint
 _BACKWARD_SOLVE = (
-    SolverOption("backward_solver", "auto", "the adjoint solve (auto: anderson, gmres once a CPU layer's adjoints "
-                 "average over 30 iterations), or an approximate gradient",
-                 choices=("auto", *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS)),
-    SolverOption("backward_tol", None, "the adjoint's relative residual (null: tol)", type="number",
-                 exclusive_minimum=0, nullable=True),
+    SolverOption(
+        "backward_solver",
+        "auto",
+        "the adjoint solve (auto: anderson, gmres once a CPU layer's adjoints "
+        "average over 30 iterations), or an approximate gradient",
+        choices=("auto", *ADJOINT_SOLVERS, *APPROXIMATE_ADJOINTS),
+    ),
+    SolverOption(
+        "backward_tol",
+        None,
+        "the adjoint's relative residual (null: tol)",
+        type="number",
+        exclusive_minimum=0,
+        nullable=True,
+    ),
     SolverOption("backward_max_iter", 200, "the adjoint's iteration limit", type="integer", minimum=1),
 )
 #: the backward's float64 retry of an exact adjoint (:func:`inn.nn.implicit_function.float64_fallback`)
 _BACKWARD_FALLBACK = (
-    SolverOption("backward_fallback", "float64", "exact adjoints: solve the sequences a float32 adjoint leaves above "
-                 "tol again on the float64 system (float64: Anderson; direct: block-tridiagonal; null: never)",
-                 choices=("float64", "direct"), nullable=True),
-    SolverOption("backward_fallback_after", 40, "float32 adjoint iterations before the fallback takes over",
-                 type="integer", minimum=1),
+    SolverOption(
+        "backward_fallback",
+        "float64",
+        "exact adjoints: solve the sequences a float32 adjoint leaves above "
+        "tol again on the float64 system (float64: Anderson; direct: block-tridiagonal; null: never)",
+        choices=("float64", "direct"),
+        nullable=True,
+    ),
+    SolverOption(
+        "backward_fallback_after",
+        40,
+        "float32 adjoint iterations before the fallback takes over",
+        type="integer",
+        minimum=1,
+    ),
 )
-_OWN = {o.name: as_backward(o) for spec in (*ADJOINT_SOLVERS.values(), *APPROXIMATE_ADJOINTS.values())
-        for o in spec.options}
+_OWN = {
+    o.name: as_backward(o) for spec in (*ADJOINT_SOLVERS.values(), *APPROXIMATE_ADJOINTS.values()) for o in spec.options
+}
 #: the implicit backward's options, for every solver (the layer's ``backward_*``;
 #: :mod:`inn.nn.implicit_function` reads them): its own, then each adjoint's as ``backward_<name>``
 BACKWARD_OPTIONS = (*_BACKWARD_SOLVE, *_OWN.values(), *_BACKWARD_FALLBACK)

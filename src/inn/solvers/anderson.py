@@ -32,8 +32,12 @@ from torch import Tensor
 
 from inn.solvers import cuda_graph as graphs
 from inn.solvers._anderson_options import (  # SWEEPS and low_precision_pays: importable from here as before
-    LOW_PRECISION_MAX_ITER, SWEEPS, chunk_length, compaction_pays, first_chunk_step, low_precision_pays,
-    low_precision_version, sweep_map,
+    LOW_PRECISION_MAX_ITER,
+    chunk_length,
+    compaction_pays,
+    first_chunk_step,
+    low_precision_version,
+    sweep_map,
 )
 from inn.solvers._common import Counter, ResultCode, SolveResult, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
@@ -73,8 +77,15 @@ def anderson_iterate(
     quarter of it is done (:meth:`AndersonState.run`), so that a batch costs what its samples
     need rather than its slowest sample's iterations times its size. Only for ``groups == 1``.
     """
-    state = AndersonState(x, tol=tol, groups=groups, memory=memory, beta=beta, regularization=regularization,
-                          divergence_factor=divergence_factor)
+    state = AndersonState(
+        x,
+        tol=tol,
+        groups=groups,
+        memory=memory,
+        beta=beta,
+        regularization=regularization,
+        divergence_factor=divergence_factor,
+    )
     evals, reported, true_residual = state.run(fmap, scale, 0, max_iter, true_residual, first, restrict)
     return (*state.finish(true_residual, reported), evals, state.checks)
 
@@ -104,11 +115,31 @@ class AndersonState:
     """
 
     #: the per-sample fields that steps rebind
-    FIELDS = ("x", "best_x", "best_res", "threshold", "verified", "true_res", "iterations", "nonfinite",
-              "diverged", "done", "too_large")
+    FIELDS = (
+        "x",
+        "best_x",
+        "best_res",
+        "threshold",
+        "verified",
+        "true_res",
+        "iterations",
+        "nonfinite",
+        "diverged",
+        "done",
+        "too_large",
+    )
 
-    def __init__(self, x: Tensor, *, tol: float, groups: int = 1, memory: int = 5, beta: float = 1.0,
-                 regularization: float = 1e-8, divergence_factor: float = 1e4) -> None:
+    def __init__(
+        self,
+        x: Tensor,
+        *,
+        tol: float,
+        groups: int = 1,
+        memory: int = 5,
+        beta: float = 1.0,
+        regularization: float = 1e-8,
+        divergence_factor: float = 1e4,
+    ) -> None:
         B, N = x.shape[0], x[0].numel()
         dev, dt = x.device, x.dtype
         self.tol, self.groups, self.memory, self.beta = tol, groups, memory, beta
@@ -124,7 +155,8 @@ class AndersonState:
         self.x, self.best_x = torch.empty_like(x), torch.empty_like(x)
         self.best_res, self.threshold, self.true_res, self.too_large = (x.new_empty(B) for _ in range(4))
         self.verified, self.nonfinite, self.diverged, self.done = (
-            torch.empty(B, dtype=torch.bool, device=dev) for _ in range(4))
+            torch.empty(B, dtype=torch.bool, device=dev) for _ in range(4)
+        )
         self.iterations = torch.empty(B, dtype=torch.int64, device=dev)
         self.checks = 0  # true-residual evaluations
         self._buffers = {name: getattr(self, name) for name in self.FIELDS}
@@ -160,8 +192,9 @@ class AndersonState:
         for name, buffer in self._buffers.items():
             setattr(self, name, buffer)
 
-    def observe(self, fx: Tensor | tuple[Tensor, Tensor], scale: Callable[[Tensor], Tensor],
-                it: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    def observe(
+        self, fx: Tensor | tuple[Tensor, Tensor], scale: Callable[[Tensor], Tensor], it: int
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Take in the map's value at x in step ``it``, T(x) or (T(x), x's residual): keep each
         active sample's lowest-residual iterate, flag non-finite and diverged samples. Returns
         (T(x), T(x) - x, the reported residual or None)."""
@@ -199,7 +232,9 @@ class AndersonState:
             self.true_res = self.best_res
         else:
             proxy_ok = (self.best_res <= self.threshold) & ~failed & ~self.verified
-            if bool(group_any(proxy_ok, groups).any()) and bool((group_any(proxy_ok, groups) | group_any(self.verified, groups) | failed).all()):
+            if bool(group_any(proxy_ok, groups).any()) and bool(
+                (group_any(proxy_ok, groups) | group_any(self.verified, groups) | failed).all()
+            ):
                 # check every candidate the proxy calls converged, in one batched evaluation
                 r = true_residual(self.best_x)
                 self.checks += 1
@@ -241,10 +276,16 @@ class AndersonState:
                 x_next = beta * x_next + (1 - beta) * (alpha.mT @ self.Xb[:, :m]).reshape(x.shape)
         self.x = torch.where(bcast(self.done, x), self.best_x, x_next)
 
-    def run(self, fmap: Callable[[Tensor], Tensor | tuple[Tensor, Tensor]], scale: Callable[[Tensor], Tensor],
-            start: int, max_iter: int, true_residual: Callable[[Tensor], Tensor] | None = None,
-            first: Tensor | tuple[Tensor, Tensor] | None = None,
-            restrict: Restrict | None = None) -> tuple[int, Tensor | None, Callable[[Tensor], Tensor] | None]:
+    def run(
+        self,
+        fmap: Callable[[Tensor], Tensor | tuple[Tensor, Tensor]],
+        scale: Callable[[Tensor], Tensor],
+        start: int,
+        max_iter: int,
+        true_residual: Callable[[Tensor], Tensor] | None = None,
+        first: Tensor | tuple[Tensor, Tensor] | None = None,
+        restrict: Restrict | None = None,
+    ) -> tuple[int, Tensor | None, Callable[[Tensor], Tensor] | None]:
         """Steps ``start`` .. ``max_iter``, stopping as soon as every sample is done: the eager
         loop. Returns the number of map evaluations, the last reported residual (None when
         the map reports none) and the true residual of the working samples (``restrict``'s
@@ -281,8 +322,12 @@ class AndersonState:
         if self.rows is None:
             self.rows = torch.arange(B0, device=keep.device)
             x = self.best_x
-            self.out = (torch.empty_like(x), torch.empty_like(self.iterations),
-                        x.new_empty(B0), torch.empty_like(self.iterations))
+            self.out = (
+                torch.empty_like(x),
+                torch.empty_like(self.iterations),
+                x.new_empty(B0),
+                torch.empty_like(self.iterations),
+            )
         stowed = torch.ones_like(self.done)
         stowed[keep] = False
         self._stow(stowed)
@@ -301,8 +346,9 @@ class AndersonState:
         for out, value in zip(self.out, (x, iterations, res, code)):
             out[rows] = value[which]
 
-    def finish(self, true_residual: Callable[[Tensor], Tensor] | None = None,
-               reported: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def finish(
+        self, true_residual: Callable[[Tensor], Tensor] | None = None, reported: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(best iterate, iterations, residual, :class:`ResultCode`) per sample. Under a proxy
         residual, samples that ran out of iterations get their true residual reported too
         (``true_residual``: the working samples' after a compaction)."""
@@ -326,7 +372,9 @@ class AndersonState:
         converged = verified & ~failed
         B, dev = verified.shape[0], verified.device
         code = torch.full((B,), int(ResultCode.MAX_ITERATIONS), dtype=torch.int64, device=dev)
-        code = code.masked_fill(self.diverged, int(ResultCode.DIVERGED)).masked_fill(self.nonfinite, int(ResultCode.NONFINITE))
+        code = code.masked_fill(self.diverged, int(ResultCode.DIVERGED)).masked_fill(
+            self.nonfinite, int(ResultCode.NONFINITE)
+        )
         code = code.masked_fill(converged, int(ResultCode.CONVERGED))
         true_res = torch.where(failed, self.best_res, true_res)
         return self.best_x, self.iterations, true_res, code
@@ -371,14 +419,21 @@ def anderson_chunked(
     nothing: the iterates, iterations, residuals and codes are :func:`anderson_iterate`'s. The
     map evaluations returned count those extra steps too.
     """
-    options = dict(tol=tol, groups=groups, memory=memory, beta=beta, regularization=regularization,
-                   divergence_factor=divergence_factor)
+    options = dict(
+        tol=tol,
+        groups=groups,
+        memory=memory,
+        beta=beta,
+        regularization=regularization,
+        divergence_factor=divergence_factor,
+    )
     start, length = first_chunk_step(memory), chunk_length(steps, memory)
     if start > max_iter:  # no room for a segment
         fmap, scale = build(inputs)
         return anderson_iterate(fmap, x, scale, max_iter=max_iter, first=first, **options)
-    parts = graphs.segments((kind, start, length, *options.items()), inputs, x, first,
-                            lambda like: AndersonState(like, **options))
+    parts = graphs.segments(
+        (kind, start, length, *options.items()), inputs, x, first, lambda like: AndersonState(like, **options)
+    )
     state = parts.state
     parts.run("start", lambda: _segment(state, build, parts.inputs, range(start), parts.x, parts.first))
     # every chunk takes steps start .. start + length - 1: what a step does depends on its
@@ -398,8 +453,14 @@ def anderson_chunked(
     return best_x.clone(), iterations.clone(), res, code, evals, 0  # (the buffers serve the next solve)
 
 
-def _segment(state: AndersonState, build: Build, inputs: Any, steps: range, x: Tensor | None = None,
-             first: Tensor | tuple[Tensor, Tensor] | None = None) -> None:
+def _segment(
+    state: AndersonState,
+    build: Build,
+    inputs: Any,
+    steps: range,
+    x: Tensor | None = None,
+    first: Tensor | tuple[Tensor, Tensor] | None = None,
+) -> None:
     """Steps ``steps`` with no host sync, the fields persisted at the end: one segment of
     :func:`anderson_chunked`, what a CUDA graph captures. With ``x`` the state starts again
     from it, and step 0 takes ``first`` as the map's value when given."""
@@ -413,11 +474,25 @@ def _segment(state: AndersonState, build: Build, inputs: Any, steps: range, x: T
     state.persist_()
 
 
-def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
-             memory: int = 5, beta: float = 1.0, regularization: float = 1e-8, sweep: str = "tridiagonal",
-             divergence_factor: float = 1e4, low_precision: bool | str = "auto", low_precision_tol: float = 3e-3,
-             cuda_graph: bool | str = False, cuda_graph_steps: int = graphs.DEFAULT_STEPS,
-             compact: bool | str = "auto") -> SolveResult:
+def anderson(
+    system,
+    H: Tensor,
+    groups: int,
+    counter: Counter,
+    *,
+    tol: float,
+    max_iter: int,
+    memory: int = 5,
+    beta: float = 1.0,
+    regularization: float = 1e-8,
+    sweep: str = "tridiagonal",
+    divergence_factor: float = 1e4,
+    low_precision: bool | str = "auto",
+    low_precision_tol: float = 3e-3,
+    cuda_graph: bool | str = False,
+    cuda_graph_steps: int = graphs.DEFAULT_STEPS,
+    compact: bool | str = "auto",
+) -> SolveResult:
     """Anderson acceleration of H <- T(H), T one of :data:`SWEEPS`; see :func:`inn.solvers.solve`.
 
     Mixed precision (``low_precision``: True, False or ``"auto"``, see
@@ -435,8 +510,14 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     Compaction (``compact``: True, False or ``"auto"``, see :func:`compaction_pays`): the
     sequences that are done leave the batch (:meth:`AndersonState.run`), in the eager loop.
     """
-    kwargs = dict(groups=groups, memory=memory, beta=beta, regularization=regularization,
-                  divergence_factor=divergence_factor, compact=compaction_pays(H.device, compact) and groups == 1)
+    kwargs = dict(
+        groups=groups,
+        memory=memory,
+        beta=beta,
+        regularization=regularization,
+        divergence_factor=divergence_factor,
+        compact=compaction_pays(H.device, compact) and groups == 1,
+    )
     graphs.check_steps(cuda_graph_steps)
     obstacle = "the red_black sweep checks its true residual on the host" if sweep == "red_black" else None
     if not system.graphable:
@@ -445,18 +526,21 @@ def anderson(system, H: Tensor, groups: int, counter: Counter, *, tol: float, ma
     low = low_precision_version(system, H, low_precision, tol, low_precision_tol)
     its_low = 0
     if low is not None:  # at most LOW_PRECISION_MAX_ITER steps: bfloat16 stalls near 1e-3
-        H, its_low, _, _, evals, checks = _iterate(low, H, sweep, tol=low_precision_tol,
-                                                   max_iter=min(max_iter, LOW_PRECISION_MAX_ITER), **kwargs)
+        H, its_low, _, _, evals, checks = _iterate(
+            low, H, sweep, tol=low_precision_tol, max_iter=min(max_iter, LOW_PRECISION_MAX_ITER), **kwargs
+        )
         counter.f += evals + checks
-    H, its, res, code, evals, checks = _iterate(system, H, sweep, tol=tol, max_iter=max_iter, graph_steps=graph_steps,
-                                                **kwargs)
+    H, its, res, code, evals, checks = _iterate(
+        system, H, sweep, tol=tol, max_iter=max_iter, graph_steps=graph_steps, **kwargs
+    )
     counter.f += evals + checks
     its = its + its_low
     return SolveResult(H, its, torch.zeros_like(its), res, code)
 
 
-def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0,
-             compact: bool = False, **kwargs):
+def _iterate(
+    system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_steps: int = 0, compact: bool = False, **kwargs
+):
     """Anderson on ``system`` with the map of ``sweep``; ``graph_steps``: in captured segments
     of that many steps (:func:`anderson_chunked`), 0 for the eager loop, which drops the
     sequences that are done from the batch when ``compact``."""
@@ -465,8 +549,18 @@ def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_
     from_zero = sweep == "tridiagonal" and not bool(H.any())
     first = system.step_from_zero() if from_zero else None
     if graph_steps:
-        return anderson_chunked(lambda sy: (sweep_map(sy, sweep), batch_norm), system, H, tol=tol, max_iter=max_iter,
-                                first=first, steps=graph_steps, kind=f"forward {sweep}", **kwargs)
+        return anderson_chunked(
+            lambda sy: (sweep_map(sy, sweep), batch_norm),
+            system,
+            H,
+            tol=tol,
+            max_iter=max_iter,
+            first=first,
+            steps=graph_steps,
+            kind=f"forward {sweep}",
+            **kwargs,
+        )
+
     def checker(sy):
         return None if sweep == "jacobi" else (lambda x: relative_residual(x - sy.F(x), x))
 
@@ -474,12 +568,42 @@ def _iterate(system, H: Tensor, sweep: str, *, tol: float, max_iter: int, graph_
         sub = system.select(rows)
         return sweep_map(sub, sweep), batch_norm, checker(sub)
 
-    return anderson_iterate(fmap, H, batch_norm, tol=tol, max_iter=max_iter, true_residual=checker(system),
-                            first=first, restrict=restrict if compact else None, **kwargs)
+    return anderson_iterate(
+        fmap,
+        H,
+        batch_norm,
+        tol=tol,
+        max_iter=max_iter,
+        true_residual=checker(system),
+        first=first,
+        restrict=restrict if compact else None,
+        **kwargs,
+    )
 
 
-def fixed_point(system, H: Tensor, groups: int, counter: Counter, *, tol: float, max_iter: int,
-                beta: float = 1.0, sweep: str = "jacobi", divergence_factor: float = 1e4) -> SolveResult:
+def fixed_point(
+    system,
+    H: Tensor,
+    groups: int,
+    counter: Counter,
+    *,
+    tol: float,
+    max_iter: int,
+    beta: float = 1.0,
+    sweep: str = "jacobi",
+    divergence_factor: float = 1e4,
+) -> SolveResult:
     """Plain (damped) iteration H <- (1 - beta) H + beta T(H): Anderson with no memory."""
-    return anderson(system, H, groups, counter, tol=tol, max_iter=max_iter, memory=0, beta=beta,
-                    sweep=sweep, divergence_factor=divergence_factor, low_precision=False)
+    return anderson(
+        system,
+        H,
+        groups,
+        counter,
+        tol=tol,
+        max_iter=max_iter,
+        memory=0,
+        beta=beta,
+        sweep=sweep,
+        divergence_factor=divergence_factor,
+        low_precision=False,
+    )

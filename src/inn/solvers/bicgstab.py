@@ -58,6 +58,7 @@ def bicgstab(
     B = b.shape[0]
     eps = torch.finfo(b.dtype).eps
     if global_dots:
+
         def dot(u: Tensor, v: Tensor) -> Tensor:
             return batch_dot(u, v).sum().expand(B)
 

@@ -83,8 +83,11 @@ def use(setting: bool | str, device: torch.device, obstacle: str | None = None) 
     if setting is False or (setting == "auto" and device.type != "cuda"):
         return False
     if device.type != "cuda":
-        warn_once("device", f"cuda_graph=True, but the solve runs on {device.type}, not on a CUDA device: "
-                            "solving eagerly ('auto' captures on CUDA devices only)")
+        warn_once(
+            "device",
+            f"cuda_graph=True, but the solve runs on {device.type}, not on a CUDA device: "
+            "solving eagerly ('auto' captures on CUDA devices only)",
+        )
         return False
     if obstacle:
         warn_once(obstacle, f"cuda_graph: {obstacle}; solving eagerly")
@@ -189,8 +192,11 @@ class GraphedSegments(EagerSegments):
             torch.cuda.set_stream(current)  # (a failed capture_end leaves the capture stream current)
             self.state.rewind()
             self.eager = True
-            warn_once("capture", f"capturing a CUDA graph of the Anderson solve failed ({type(error).__name__}: "
-                                 f"{error}); solving eagerly")
+            warn_once(
+                "capture",
+                f"capturing a CUDA graph of the Anderson solve failed ({type(error).__name__}: "
+                f"{error}); solving eagerly",
+            )
             return
         self.graphs[name] = graph
 
@@ -225,10 +231,13 @@ def cached(key: tuple, make: Callable[[], Any]) -> tuple[Any, bool]:
     """
     entry = _CACHE.pop(key, None)
     if entry is None and key in _EVICTED:
-        warn_once("cache", f"a CUDA graph evicted from the cache was captured again: this run solves more "
-                           f"signatures (shapes) than the {CACHE_SIZE} the cache holds, and recapturing is slower "
-                           "than solving eagerly; raise inn.solvers.cuda_graph.CACHE_SIZE (each entry holds its "
-                           "graphs' GPU memory) or turn cuda_graph off")
+        warn_once(
+            "cache",
+            f"a CUDA graph evicted from the cache was captured again: this run solves more "
+            f"signatures (shapes) than the {CACHE_SIZE} the cache holds, and recapturing is slower "
+            "than solving eagerly; raise inn.solvers.cuda_graph.CACHE_SIZE (each entry holds its "
+            "graphs' GPU memory) or turn cuda_graph off",
+        )
     made = entry is None
     if made:
         entry = make()

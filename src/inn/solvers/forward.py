@@ -107,14 +107,25 @@ def solve(
         extra.update(float64_retry(runner, system, best, cand, len(kinds), first, first_max_iter, max_iter))
     if fallback == "homotopy":
         extra.update(homotopy_retry(runner, system, best, cand, len(kinds) + precise, precise))
-    stats = best.stats(method, candidate=cand, function_evals=runner.counter.f,  # report
-                       jacobian_products=runner.counter.jp, extra=extra)
+    stats = best.stats(
+        method,
+        candidate=cand,
+        function_evals=runner.counter.f,  # report
+        jacobian_products=runner.counter.jp,
+        extra=extra,
+    )
     _report(stats, f"forward solve ({method})", tol, strict)
     return best.solution, stats
 
 
-def check(system: FixedPointSystem, method: str, candidates: Sequence[str] | None, candidate_mode: str,
-          start: Tensor | None, options: dict[str, Any]) -> tuple[str, ...]:
+def check(
+    system: FixedPointSystem,
+    method: str,
+    candidates: Sequence[str] | None,
+    candidate_mode: str,
+    start: Tensor | None,
+    options: dict[str, Any],
+) -> tuple[str, ...]:
     """The starting points :func:`solve` runs, in order (``"start"`` first where a warm start
     is given), once the method, its options, the candidate mode, the candidates and the warm
     start's shape are checked.
@@ -147,8 +158,14 @@ class Runner:
     with one :class:`~inn.solvers._common.Counter` for the whole solve. ``best`` (set by the
     retries) is the best iterate so far, the ``"end"`` starting point."""
 
-    def __init__(self, function: Callable[..., Any], options: dict[str, Any], tol: float,
-                 generator: torch.Generator, start: Tensor | None) -> None:
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        options: dict[str, Any],
+        tol: float,
+        generator: torch.Generator,
+        start: Tensor | None,
+    ) -> None:
         self.function, self.options, self.tol = function, options, tol
         self.generator, self.start = generator, start
         self.counter = Counter()
@@ -163,14 +180,16 @@ class Runner:
             return sub.initial_guess(kind, self.generator)
         return self.start if rows is None else self.start[rows]
 
-    def __call__(self, sub: FixedPointSystem, kinds: Sequence[str], rows: Tensor | None = None, *,
-                 limit: int) -> tuple[SolveResult, Tensor]:
+    def __call__(
+        self, sub: FixedPointSystem, kinds: Sequence[str], rows: Tensor | None = None, *, limit: int
+    ) -> tuple[SolveResult, Tensor]:
         """Each sequence of ``sub`` solved from each of ``kinds`` at once, at most ``limit``
         iterations: the winner per sequence (:func:`pick_winner`) and its candidate index."""
         guesses = [self.guess(sub, kind, rows) for kind in kinds]
         stacked = sub.repeat(len(kinds))
-        result = self.function(stacked, torch.cat(guesses, 0), len(kinds), self.counter, tol=self.tol,
-                               max_iter=limit, **self.options)
+        result = self.function(
+            stacked, torch.cat(guesses, 0), len(kinds), self.counter, tol=self.tol, max_iter=limit, **self.options
+        )
         if not isinstance(result, SolveResult):  # a registered solver that returns the 5-tuple
             result = SolveResult(*result)
         # a small residual far outside the box is no solution
@@ -184,8 +203,9 @@ def unconverged(best: SolveResult) -> Tensor:
     return (best.code != int(ResultCode.CONVERGED)).nonzero().flatten()
 
 
-def run_candidates(runner: Runner, system: FixedPointSystem, kinds: tuple[str, ...], mode: str,
-                   limit: int) -> tuple[SolveResult, Tensor]:
+def run_candidates(
+    runner: Runner, system: FixedPointSystem, kinds: tuple[str, ...], mode: str, limit: int
+) -> tuple[SolveResult, Tensor]:
     """The starting points ``kinds`` all at once (``"parallel"``), or each after the other
     for the sequences the earlier ones left unconverged (``"fallback"``)."""
     if mode == "parallel":
@@ -200,8 +220,16 @@ def run_candidates(runner: Runner, system: FixedPointSystem, kinds: tuple[str, .
     return best, cand
 
 
-def float64_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, index: int,
-                  first: str, first_limit: int, max_iter: int) -> dict[str, int]:
+def float64_retry(
+    runner: Runner,
+    system: FixedPointSystem,
+    best: SolveResult,
+    cand: Tensor,
+    index: int,
+    first: str,
+    first_limit: int,
+    max_iter: int,
+) -> dict[str, int]:
     """The sequences every float32 candidate left above tol, solved again on the float64 copy
     of their systems: first for ``first_limit`` iterations from where float32 stopped (most
     misses stop a few steps short of tol there), then those still above tol from the ``first``
@@ -222,8 +250,9 @@ def float64_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, c
     return extra
 
 
-def homotopy_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, index: int,
-                   precise: bool) -> dict[str, int]:
+def homotopy_retry(
+    runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, index: int, precise: bool
+) -> dict[str, int]:
     """The sequences still above tol, each solved by the homotopy (:func:`_homotopy_fallback`)
     as candidate ``index``, on float64 systems only (the float64 copy where ``precise``, or a
     float64 model's own: in float32 its corrections cannot settle, so a float32 system without
@@ -232,13 +261,29 @@ def homotopy_retry(runner: Runner, system: FixedPointSystem, best: SolveResult, 
     if not retry.numel() or not (precise or system.X.dtype == torch.float64):
         return {}
     exact = system.select(retry)
-    _homotopy_fallback(exact.in_precision(torch.float64) if precise else exact, retry, runner.tol, runner.generator,
-                       runner.counter, best, cand, index)
+    _homotopy_fallback(
+        exact.in_precision(torch.float64) if precise else exact,
+        retry,
+        runner.tol,
+        runner.generator,
+        runner.counter,
+        best,
+        cand,
+        index,
+    )
     return {"homotopy": int(retry.numel())}
 
 
-def _homotopy_fallback(exact, rows: Tensor, tol: float, generator: torch.Generator, counter: Counter,
-                       best: SolveResult, cand: Tensor, index: int) -> None:
+def _homotopy_fallback(
+    exact,
+    rows: Tensor,
+    tol: float,
+    generator: torch.Generator,
+    counter: Counter,
+    best: SolveResult,
+    cand: Tensor,
+    index: int,
+) -> None:
     """The sequences ``rows``, each solved by the homotopy of :mod:`inn.solvers.homotopy` on
     ``exact``, their float64 systems (in the order of ``rows``), from a random start in the
     box; its path steps count as iterations, the sequence as candidate ``index``. One sequence
@@ -263,8 +308,7 @@ def _homotopy_fallback(exact, rows: Tensor, tol: float, generator: torch.Generat
             best.residual[row], best.code[row], cand[row] = r1, c1, index
 
 
-def take_better(best: SolveResult, cand: Tensor, rows: Tensor, index: int,
-                retried: tuple[SolveResult, Tensor]) -> None:
+def take_better(best: SolveResult, cand: Tensor, rows: Tensor, index: int, retried: tuple[SolveResult, Tensor]) -> None:
     """Where a retry of ``rows`` converged or left a smaller residual, take its solution
     (in the best's dtype), residual and code, and name candidate ``index``; add its iterations."""
     other, _ = retried
@@ -306,4 +350,3 @@ def _report(stats: SolverStats, what: str, tol: float, strict: bool) -> None:
     if strict:
         raise InnError(message)
     warnings.warn(message, ConvergenceWarning, stacklevel=3)
-

@@ -23,7 +23,6 @@ from inn.solvers._common import ResultCode, batch_norm, bcast
 from inn.solvers.anderson import COMPACT_AT
 from inn.solvers.bicgstab import KrylovInfo
 
-
 #: cycles in a row whose residual estimate met tol while the true residual stayed above it, after
 #: which a sample stops (STALLED): its residual is at its precision's round-off, where more
 #: restarts of a product or two only move it at random (float32 adjoints of nearly singular
@@ -64,8 +63,7 @@ def gmres(
         CONVERGED, MAX_ITERATIONS, STALLED (:data:`FLOOR_CYCLES` cycles in a row ended with the
         estimate at tol and the true residual above it) or NONFINITE.
     """
-    B, dtype, device = b.shape[0], b.dtype, b.device
-    tiny = torch.finfo(dtype).tiny
+    B, device = b.shape[0], b.device
     scale = batch_norm(b)
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     r = b if x0 is None else b - matvec(x)
@@ -153,7 +151,7 @@ class _Cycle:
         for i in range(j):  # the earlier rotations, on the new column
             hi, hk = h[:, i].clone(), h[:, i + 1].clone()
             h[:, i], h[:, i + 1] = cs[:, i] * hi + sn[:, i] * hk, -sn[:, i] * hi + cs[:, i] * hk
-        rho = torch.sqrt(h[:, j] ** 2 + norm ** 2).clamp_min(self.tiny)
+        rho = torch.sqrt(h[:, j] ** 2 + norm**2).clamp_min(self.tiny)
         cs[:, j], sn[:, j] = h[:, j] / rho, norm / rho
         self.R[:, : j + 1, j] = h
         self.R[:, j, j] = rho

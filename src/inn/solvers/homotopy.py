@@ -44,8 +44,17 @@ from inn.solvers.block_tridiagonal import BlockTridiagonalLU
 log = logging.getLogger(__name__)
 
 
-def homotopy_solve(system, a: Tensor, counter: Counter, *, tol: float, max_steps: int = 400,
-                   step: float = 0.1, max_step: float = 16.0, corrector_iter: int = 6) -> tuple[Tensor, int, float, int]:
+def homotopy_solve(
+    system,
+    a: Tensor,
+    counter: Counter,
+    *,
+    tol: float,
+    max_steps: int = 400,
+    step: float = 0.1,
+    max_step: float = 16.0,
+    corrector_iter: int = 6,
+) -> tuple[Tensor, int, float, int]:
     """Track the homotopy of one sequence (``system`` of batch 1) from ``a`` to a fixed point.
 
     Args:

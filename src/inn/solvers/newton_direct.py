@@ -36,6 +36,15 @@ def newton_direct(
         return dH, torch.zeros(b.shape[0], dtype=torch.int64, device=b.device)
 
     return newton_loop(
-        system, H, groups, counter, linear_step, tol=tol, max_iter=max_iter, line_search=line_search,
-        max_backtracks=max_backtracks, forcing=0.0, divergence_factor=divergence_factor,
+        system,
+        H,
+        groups,
+        counter,
+        linear_step,
+        tol=tol,
+        max_iter=max_iter,
+        line_search=line_search,
+        max_backtracks=max_backtracks,
+        forcing=0.0,
+        divergence_factor=divergence_factor,
     )

@@ -44,13 +44,20 @@ def newton_krylov(
     """Newton-Krylov on the stacked candidates; see :func:`inn.solvers.solve`."""
 
     def linear_step(lin, b: Tensor, eta: Tensor):
-        dH, info = bicgstab(
-            lambda V: V - lin.jvp(V), b, rtol=eta, maxiter=krylov_max_iter, global_dots=global_dots
-        )
+        dH, info = bicgstab(lambda V: V - lin.jvp(V), b, rtol=eta, maxiter=krylov_max_iter, global_dots=global_dots)
         counter.jp += info.matvecs
         return dH, info.iterations
 
     return newton_loop(
-        system, H, groups, counter, linear_step, tol=tol, max_iter=max_iter, line_search=line_search,
-        max_backtracks=max_backtracks, forcing=forcing, divergence_factor=divergence_factor,
+        system,
+        H,
+        groups,
+        counter,
+        linear_step,
+        tol=tol,
+        max_iter=max_iter,
+        line_search=line_search,
+        max_backtracks=max_backtracks,
+        forcing=forcing,
+        divergence_factor=divergence_factor,
     )

@@ -125,8 +125,9 @@ class Tridiagonal:
                 return thomas_solve(*self.coefficients, b)
             except Exception as error:  # a Triton that cannot build for this GPU, say
                 _TRITON_FAILED.append(repr(error))
-                log.warning("the Triton tridiagonal kernel failed (%s); using parallel cyclic reduction "
-                            "from now on", error)
+                log.warning(
+                    "the Triton tridiagonal kernel failed (%s); using parallel cyclic reduction from now on", error
+                )
                 self.method = "pcr"
                 self._factor_pcr(*self.coefficients)
                 return self._pcr(b)
@@ -157,10 +158,9 @@ class Tridiagonal:
         return torch.cat([zero, upper[:, :-1]], 1), torch.cat([lower[:, 1:], zero], 1)
 
     @classmethod
-    def transposed(cls, lower: Tensor, upper: Tensor) -> "Tridiagonal":
+    def transposed(cls, lower: Tensor, upper: Tensor) -> Tridiagonal:
         """The transpose of I - (lower, upper), ready to solve."""
         return cls(*cls.transposed_coefficients(lower, upper))
-
 
 
 _TRITON_FAILED: list[str] = []  # why the kernel failed in this process, if it did

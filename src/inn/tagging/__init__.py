@@ -21,5 +21,16 @@ from inn.tagging.scoring import score_pos, score_walks
 from inn.tagging.tagger import Tagger
 from inn.tagging.tokenize import Tokenizer, tokenizer_for
 
-__all__ = ["PerceptronPeer", "Tagger", "TextSentence", "Tokenizer", "read_text", "score_pos", "score_texts",
-           "score_walks", "tokenizer_for", "train_perceptron", "write_text"]
+__all__ = [
+    "PerceptronPeer",
+    "Tagger",
+    "TextSentence",
+    "Tokenizer",
+    "read_text",
+    "score_pos",
+    "score_texts",
+    "score_walks",
+    "tokenizer_for",
+    "train_perceptron",
+    "write_text",
+]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from inn.tagging.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
 from inn.device import set_threads
 from inn.errors import InnError, positive_int
 from inn.io import prepared_files, read_stdin, refuse_inputs_as_outputs, write_output
+from inn.tagging.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, read_text, write_text
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,9 @@ def _read_inputs(files: list[str], form: str) -> tuple[list[tuple[TextSentence, 
     return sentences, forms
 
 
-def _tag_texts(tagger, files: list[str], language: str | None, progress: bool,
-               route: str = "auto") -> tuple[list[TextSentence], list[list[str]], list[str]]:
+def _tag_texts(
+    tagger, files: list[str], language: str | None, progress: bool, route: str = "auto"
+) -> tuple[list[TextSentence], list[list[str]], list[str]]:
     """Running text of ``files`` (stdin for none or ``-``), each a document, read whole first,
     then split and tagged: its CoNLL-U sentences (numbered on across files), tags and sources."""
     from inn.tagging.documents import contradiction, decode, raw_to_conllu
@@ -81,19 +82,34 @@ def _log_accuracy(scores: dict) -> None:
     tags no output can match."""
     dev = scores.get("dev_unseen_share")
     unseen = "n/a" if scores["unseen_accuracy"] is None else f"{scores['unseen_accuracy']:.4f}%"
-    log.info("accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens", scores["accuracy"], scores["tokens"],
-             unseen, scores["unseen_tokens"])
-    log.info("%.1f%% of the tokens are unseen in training; its dev set: %s", 100 * scores["unseen_share"],
-             "not recorded" if dev is None else f"{dev:.1%}")
+    log.info(
+        "accuracy %.4f%% on %d tokens, unseen-word accuracy %s on %d tokens",
+        scores["accuracy"],
+        scores["tokens"],
+        unseen,
+        scores["unseen_tokens"],
+    )
+    log.info(
+        "%.1f%% of the tokens are unseen in training; its dev set: %s",
+        100 * scores["unseen_share"],
+        "not recorded" if dev is None else f"{dev:.1%}",
+    )
     outside = scores["outside_tokens"]
     if outside:
         rest = scores["tokens"] - outside
         correct = scores["accuracy"] * scores["tokens"] / 100
         named = ", ".join(f"{tag} x{count}" for tag, count in list(scores["tags_outside"].items())[:8])
-        log.warning("%d gold tokens (%.2f%%) carry %d tag(s) outside the model's tag set (%s%s): no output can match "
-                    "them; accuracy on the other %d tokens %.4f%%", outside, 100 * outside / scores["tokens"],
-                    len(scores["tags_outside"]), named, ", ..." if len(scores["tags_outside"]) > 8 else "", rest,
-                    100 * correct / rest if rest else 0.0)
+        log.warning(
+            "%d gold tokens (%.2f%%) carry %d tag(s) outside the model's tag set (%s%s): no output can match "
+            "them; accuracy on the other %d tokens %.4f%%",
+            outside,
+            100 * outside / scores["tokens"],
+            len(scores["tags_outside"]),
+            named,
+            ", ..." if len(scores["tags_outside"]) > 8 else "",
+            rest,
+            100 * correct / rest if rest else 0.0,
+        )
 
 
 def tag_main(argv: list[str]) -> None:
@@ -123,9 +139,15 @@ def tag_main(argv: list[str]) -> None:
     text = write_text(sentences, predicted, output, column)
     seconds = time.perf_counter() - start
     write_output(args.out, text)
-    speed = {"sentences": len(sentences), "tokens": words, "seconds": seconds,
-             "tokens_per_second": words / seconds if seconds > 0 else None,
-             "nonconverged": tagger.nonconverged, "device": str(tagger.device), "threads": torch.get_num_threads()}
+    speed = {
+        "sentences": len(sentences),
+        "tokens": words,
+        "seconds": seconds,
+        "tokens_per_second": words / seconds if seconds > 0 else None,
+        "nonconverged": tagger.nonconverged,
+        "device": str(tagger.device),
+        "threads": torch.get_num_threads(),
+    }
     results: dict = {}
     if scores is not None:
         _log_accuracy(scores)
@@ -136,45 +158,82 @@ def tag_main(argv: list[str]) -> None:
     if args.metrics:
         from inn.io import write_json
 
-        write_json(args.metrics, {**results, **speed, "model": tagger.meta.get("model"),
-                                  "dataset": tagger.meta.get("dataset"), "column": column, "input": args.input})
+        write_json(
+            args.metrics,
+            {
+                **results,
+                **speed,
+                "model": tagger.meta.get("model"),
+                "dataset": tagger.meta.get("dataset"),
+                "column": column,
+                "input": args.input,
+            },
+        )
     _log_speed(tagger, speed, args.input == "text")
 
 
 def _tag_parser() -> argparse.ArgumentParser:
     """The command line of ``inn tag``."""
     parser = argparse.ArgumentParser(
-        prog="inn tag", description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).",
+        prog="inn tag",
+        description="Tag text with a trained model (a tagger.pt or a POS checkpoint.pt).",
         epilog="Running text (--input text) is split into sentences (blank lines always end one) and into the words "
-               "of the tagger's corpus (UD English, or the Penn Treebank's escapes and quotes), each file a document; "
-               "the CoNLL-U output keeps it recoverable (# text, SpaceAfter=No, multiword tokens such as 1-2 I'm). "
-               "--gold scores the result as the CoNLL 2018 shared task does (inn score-text). "
-               "Details: docs/tagging.md.")
+        "of the tagger's corpus (UD English, or the Penn Treebank's escapes and quotes), each file a document; "
+        "the CoNLL-U output keeps it recoverable (# text, SpaceAfter=No, multiword tokens such as 1-2 I'm). "
+        "--gold scores the result as the CoNLL 2018 shared task does (inn score-text). "
+        "Details: docs/tagging.md.",
+    )
     parser.add_argument("model", help="the tagger file: results/taggers/pos/<corpus>/<model>/seed<N>/tagger.pt")
     parser.add_argument("files", nargs="*", help="input files (default: stdin; - is stdin)")
-    parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS, "text"),
-                        help="input form: text (running text, tokenized here), conllu, horizontal (a sentence a line, "
-                             "words split at spaces) or vertical (a word a line); auto: CoNLL-U when the first line "
-                             "after any # comments is a token line, else horizontal")
-    parser.add_argument("--language", help="with --input text: the text's language (default: the tagger's corpus's; "
-                                           "tokenizers: en)")
-    parser.add_argument("--tokenizer", default="auto", choices=("auto", "learned", "rules"),
-                        help="with --input text: who splits it: the tagger file's learned segmenter, the language's "
-                             "rules, or auto (the learned one where the file holds one, else the rules)")
-    parser.add_argument("--output", choices=OUTPUT_FORMATS,
-                        help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)")
+    parser.add_argument(
+        "--input",
+        default="auto",
+        choices=("auto", *INPUT_FORMATS, "text"),
+        help="input form: text (running text, tokenized here), conllu, horizontal (a sentence a line, "
+        "words split at spaces) or vertical (a word a line); auto: CoNLL-U when the first line "
+        "after any # comments is a token line, else horizontal",
+    )
+    parser.add_argument(
+        "--language", help="with --input text: the text's language (default: the tagger's corpus's; tokenizers: en)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default="auto",
+        choices=("auto", "learned", "rules"),
+        help="with --input text: who splits it: the tagger file's learned segmenter, the language's "
+        "rules, or auto (the learned one where the file holds one, else the rules)",
+    )
+    parser.add_argument(
+        "--output",
+        choices=OUTPUT_FORMATS,
+        help="output form (default: conllu; word_TAG lines for horizontal, word<TAB>TAG for vertical)",
+    )
     parser.add_argument("--column", choices=("xpos", "upos"), help="the CoNLL-U column to fill (default: the model's)")
     parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")
-    parser.add_argument("--accuracy", action="store_true",
-                        help="score against the gold tags of the CoNLL-U input (token and unseen-word accuracy, "
-                             "gold tags outside the model's tag set)")
-    parser.add_argument("--gold", help="score the tagged text against this gold CoNLL-U file of the same text as the "
-                                       "CoNLL 2018 shared task does: Tokens, Sentences, Words and tag F1")
+    parser.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="score against the gold tags of the CoNLL-U input (token and unseen-word accuracy, "
+        "gold tags outside the model's tag set)",
+    )
+    parser.add_argument(
+        "--gold",
+        help="score the tagged text against this gold CoNLL-U file of the same text as the "
+        "CoNLL 2018 shared task does: Tokens, Sentences, Words and tag F1",
+    )
     parser.add_argument("--metrics", help="with --accuracy or --gold: write the scores and speed to this JSON file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
-    parser.add_argument("--batch-size", type=positive_int, default=20,
-                        help="sentences per batch (20, evaluation's, gives its exact tags)")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=20,
+        help="sentences per batch (20, evaluation's, gives its exact tags)",
+    )
     return parser
 
 
@@ -184,16 +243,20 @@ def _check_tag_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.metrics and not (args.accuracy or args.gold):
         parser.error("--metrics needs --accuracy or --gold")
     if args.accuracy and args.input == "text":
-        raise InnError("--accuracy needs CoNLL-U input with gold tags; score running text (--input text) against its "
-                       "gold CoNLL-U file with --gold GOLD.conllu")
+        raise InnError(
+            "--accuracy needs CoNLL-U input with gold tags; score running text (--input text) against its "
+            "gold CoNLL-U file with --gold GOLD.conllu"
+        )
     for flag, given in (("--language", args.language), ("--tokenizer", args.tokenizer != "auto")):
         if given and args.input != "text":
             parser.error(f"{flag} applies to running text (--input text) only")
     for flag, path, example in (("--out", args.out, "tagged.conllu"), ("--metrics", args.metrics, "metrics.json")):
         if path and Path(path).is_dir():  # found before the model is loaded and the text tagged
             raise InnError(f"{flag} {path} is a folder: give a file path, e.g. {Path(path) / example}")
-    refuse_inputs_as_outputs({"--out": args.out, "--metrics": args.metrics},
-                             {"the model": args.model, "an input file": args.files, "--gold": args.gold})
+    refuse_inputs_as_outputs(
+        {"--out": args.out, "--metrics": args.metrics},
+        {"the model": args.model, "an input file": args.files, "--gold": args.gold},
+    )
 
 
 def _load_tagger(args: argparse.Namespace):
@@ -205,13 +268,19 @@ def _load_tagger(args: argparse.Namespace):
     column = args.column or tagger.column
     log.info("%s (loaded in %.1f s)", tagger.describe(), time.perf_counter() - loaded)
     if column != tagger.column:
-        log.warning("the model predicts %s tags but --column %s fills %s with them (and --accuracy scores them "
-                    "against its gold tags)", tagger.column.upper(), column, column.upper())
+        log.warning(
+            "the model predicts %s tags but --column %s fills %s with them (and --accuracy scores them "
+            "against its gold tags)",
+            tagger.column.upper(),
+            column,
+            column.upper(),
+        )
     return tagger, column
 
 
-def _tag_inputs(tagger, args: argparse.Namespace,
-                interactive: bool) -> tuple[list[TextSentence], list[list[str]], list[str]]:
+def _tag_inputs(
+    tagger, args: argparse.Namespace, interactive: bool
+) -> tuple[list[TextSentence], list[list[str]], list[str]]:
     """Read and tag the input files (running text or tokenized text): the sentences, their
     tags and sources."""
     if args.input == "text":
@@ -234,21 +303,39 @@ def _score_against_gold(gold_text: str, gold: str, system: str, column: str) -> 
     tag = column.upper()
     if tag in (cannot := unscored(gold_ud, system_ud)):
         log.warning("%s F1 below measures nothing: %s", tag, cannot[tag])
-    log.info("against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
-             "%.2f (%.2f%% of the aligned words)", gold, shared["Tokens"].f1, shared["Sentences"].f1,
-             shared["Words"].f1, tag, shared[tag].f1, shared[tag].aligned_accuracy or 0.0)
+    log.info(
+        "against %s (CoNLL 2018 shared task scores): Tokens F1 %.2f, Sentences F1 %.2f, Words F1 %.2f, %s F1 "
+        "%.2f (%.2f%% of the aligned words)",
+        gold,
+        shared["Tokens"].f1,
+        shared["Sentences"].f1,
+        shared["Words"].f1,
+        tag,
+        shared[tag].f1,
+        shared[tag].aligned_accuracy or 0.0,
+    )
     return {"conll18": {name: score.as_dict() for name, score in shared.items()}, "gold": gold}
 
 
 def _log_speed(tagger, speed: dict, running_text: bool) -> None:
     """The closing line, which is also the benchmark, and the warning for missed tolerances."""
-    log.info("tagged %d sentences, %d words in %.2f s (%.0f words/s%s) on %s, %d thread(s); %d non-converged "
-             "solve(s)", speed["sentences"], speed["tokens"], speed["seconds"], speed["tokens_per_second"] or 0.0,
-             ", tokenizing included" if running_text else "", tagger.device, torch.get_num_threads(),
-             tagger.nonconverged)
+    log.info(
+        "tagged %d sentences, %d words in %.2f s (%.0f words/s%s) on %s, %d thread(s); %d non-converged solve(s)",
+        speed["sentences"],
+        speed["tokens"],
+        speed["seconds"],
+        speed["tokens_per_second"] or 0.0,
+        ", tokenizing included" if running_text else "",
+        tagger.device,
+        torch.get_num_threads(),
+        tagger.nonconverged,
+    )
     if tagger.nonconverged:
-        log.warning("%d sentence solve(s) of the implicit layer missed their tolerance: their tags may differ "
-                    "from a converged solve's", tagger.nonconverged)
+        log.warning(
+            "%d sentence solve(s) of the implicit layer missed their tolerance: their tags may differ "
+            "from a converged solve's",
+            tagger.nonconverged,
+        )
 
 
 def export_main(argv: list[str]) -> None:
@@ -259,18 +346,27 @@ def export_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="inn export-tagger",
         description="Write a self-contained tagger file (weights, vocabularies, tag column, scores) from a POS "
-                    "checkpoint; a checkpoint from before tagger files needs --data, its prepared folder.")
+        "checkpoint; a checkpoint from before tagger files needs --data, its prepared folder.",
+    )
     parser.add_argument("--checkpoint", required=True, help="results/train/pos/<corpus>/<model>/seed<N>/checkpoint.pt")
     parser.add_argument("--data", help="the prepared folder it was trained on (results/data/pos/<corpus>)")
     parser.add_argument("--metrics", help="its metrics.json from inn evaluate (adds the test scores)")
-    parser.add_argument("--column", choices=("xpos", "upos"),
-                        help="the CoNLL-U column its tags came from (default: what the data recorded, else xpos)")
-    parser.add_argument("--segmenter", help="a segmenter file (inn train-segmenter) to put beside the tagger, so that "
-                                            "the file reads running text in its language")
+    parser.add_argument(
+        "--column",
+        choices=("xpos", "upos"),
+        help="the CoNLL-U column its tags came from (default: what the data recorded, else xpos)",
+    )
+    parser.add_argument(
+        "--segmenter",
+        help="a segmenter file (inn train-segmenter) to put beside the tagger, so that "
+        "the file reads running text in its language",
+    )
     parser.add_argument("--out", required=True, help="the tagger file to write")
     args = parser.parse_args(argv)
-    refuse_inputs_as_outputs({"--out": args.out}, {"--checkpoint": args.checkpoint, "--metrics": args.metrics,
-                                                   "a file of --data": prepared_files(args.data)})
+    refuse_inputs_as_outputs(
+        {"--out": args.out},
+        {"--checkpoint": args.checkpoint, "--metrics": args.metrics, "a file of --data": prepared_files(args.data)},
+    )
     payload = self_contained(read_checkpoint(args.checkpoint), args.checkpoint, args.data, args.column)
     if args.segmenter:
         payload = with_segmenter(payload, args.segmenter)
@@ -281,17 +377,23 @@ def export_main(argv: list[str]) -> None:
             raise InnError(f"cannot read --metrics {args.metrics}: {exc}") from None
         fingerprint = metrics.get("data_fingerprint")
         if fingerprint is not None and fingerprint != payload["data"]["fingerprint"]:
-            raise InnError(f"{args.metrics} scores other data (fingerprint {fingerprint}) than {args.checkpoint} "
-                           f"was trained on ({payload['data']['fingerprint']})")
+            raise InnError(
+                f"{args.metrics} scores other data (fingerprint {fingerprint}) than {args.checkpoint} "
+                f"was trained on ({payload['data']['fingerprint']})"
+            )
         meta = payload["meta"]
         for key in ("model", "seed"):
             if metrics.get(key) is not None and meta.get(key) is not None and str(metrics[key]) != str(meta[key]):
-                raise InnError(f"{args.metrics} scores {key} {metrics[key]}, but {args.checkpoint} is {key} "
-                               f"{meta[key]}: give this model's metrics.json")
+                raise InnError(
+                    f"{args.metrics} scores {key} {metrics[key]}, but {args.checkpoint} is {key} "
+                    f"{meta[key]}: give this model's metrics.json"
+                )
         check_scores_bound(payload, metrics, args.checkpoint, args.metrics)
         if metrics.get("split", "test") != "test" or metrics.get("max_sequences"):
-            raise InnError(f"{args.metrics} scores the {metrics.get('split')} split, or part of it: a tagger "
-                           "file's test score comes from inn evaluate on the whole test split")
+            raise InnError(
+                f"{args.metrics} scores the {metrics.get('split')} split, or part of it: a tagger "
+                "file's test score comes from inn evaluate on the whole test split"
+            )
         payload = with_test_scores(payload, metrics)
     save_payload(payload, args.out)
     log.info("wrote %s (%s, %s column)", args.out, payload["meta"].get("model"), payload["data"]["column"])
@@ -311,13 +413,18 @@ def benchmark_main(argv: list[str]) -> None:
     from inn.tagging.tagger import Tagger
 
     parser = argparse.ArgumentParser(
-        prog="inn benchmark-tagger", description="Tokens per second of taggers on one text (a TSV row each).")
+        prog="inn benchmark-tagger", description="Tokens per second of taggers on one text (a TSV row each)."
+    )
     parser.add_argument("models", nargs="+", help="tagger files (tagger.pt or POS checkpoint.pt)")
     parser.add_argument("--text", required=True, help="the text to tag, e.g. a corpus's test .conllu")
     parser.add_argument("--input", default="auto", choices=("auto", *INPUT_FORMATS), help="its form (as inn tag)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed passes over the text per tagger")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=20, help="sentences per batch (as inn tag)")
     parser.add_argument("--out", required=True, help="TSV: one row per tagger")
     args = parser.parse_intermixed_args(argv)  # MODEL --text FILE MODEL: models after options too
@@ -344,15 +451,36 @@ def benchmark_main(argv: list[str]) -> None:
         if forms == ["conllu"] and all("_" not in s.column(tagger.column) for s in sentences):
             scores = tagger.accuracy(sentences, predicted, tagger.column, [args.text] * len(sentences))
         meta = tagger.meta
-        rows.append({"model": meta.get("model"), "dataset": meta.get("dataset"), "seed": meta.get("seed"),
-                     "scale": meta.get("scale"), "file": path, "device": str(tagger.device),
-                     "threads": torch.get_num_threads(), "batch_size": args.batch_size,
-                     "sentences": len(sentences), "tokens": tokens, "repeats": args.repeats,
-                     "seconds_median": median, "seconds_min": min(seconds), "tokens_per_second": tokens / median,
-                     "nonconverged": tagger.nonconverged // args.repeats, "accuracy": scores.get("accuracy")})
-        log.info("%s: %.0f tokens/s (median of %d, %.2f s a pass) on %s, %d thread(s)%s", tagger.describe(),
-                 tokens / median, args.repeats, median, tagger.device, torch.get_num_threads(),
-                 f"; accuracy {scores['accuracy']:.2f}%" if scores else "")
+        rows.append(
+            {
+                "model": meta.get("model"),
+                "dataset": meta.get("dataset"),
+                "seed": meta.get("seed"),
+                "scale": meta.get("scale"),
+                "file": path,
+                "device": str(tagger.device),
+                "threads": torch.get_num_threads(),
+                "batch_size": args.batch_size,
+                "sentences": len(sentences),
+                "tokens": tokens,
+                "repeats": args.repeats,
+                "seconds_median": median,
+                "seconds_min": min(seconds),
+                "tokens_per_second": tokens / median,
+                "nonconverged": tagger.nonconverged // args.repeats,
+                "accuracy": scores.get("accuracy"),
+            }
+        )
+        log.info(
+            "%s: %.0f tokens/s (median of %d, %.2f s a pass) on %s, %d thread(s)%s",
+            tagger.describe(),
+            tokens / median,
+            args.repeats,
+            median,
+            tagger.device,
+            torch.get_num_threads(),
+            f"; accuracy {scores['accuracy']:.2f}%" if scores else "",
+        )
     write_tsv(args.out, pd.DataFrame(rows))
     log.info("wrote %s", args.out)
 
@@ -381,10 +509,13 @@ def score_main(argv: list[str]) -> None:
     from inn.tagging.conll18 import METRICS, evaluate, gives_tags, read_ud, unscored
 
     parser = argparse.ArgumentParser(
-        prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", ""))
+        prog="inn score-text", description=score_main.__doc__.split("\n\n")[0].replace("``", "")
+    )
     parser.add_argument("gold", help="the gold CoNLL-U file (may be gzip-compressed)")
-    parser.add_argument("system", help="the system's CoNLL-U file of the same text, e.g. from inn tag --input text "
-                                       "(may be gzip-compressed)")
+    parser.add_argument(
+        "system",
+        help="the system's CoNLL-U file of the same text, e.g. from inn tag --input text (may be gzip-compressed)",
+    )
     parser.add_argument("--out", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
     refuse_inputs_as_outputs({"--out": args.out}, {"the gold file": args.gold, "the system file": args.system})
@@ -395,8 +526,10 @@ def score_main(argv: list[str]) -> None:
     for column, reason in cannot.items():
         swapped = gives_tags(system, column) and not gives_tags(gold, column)
         log.warning("%s: %s%s", column, reason, "; are the files in the order GOLD SYSTEM?" if swapped else "")
-    lines = ["Metric     | Precision |    Recall |  F1 Score | AligndAcc", "-----------+-----------+-----------+"
-             "-----------+-----------"]
+    lines = [
+        "Metric     | Precision |    Recall |  F1 Score | AligndAcc",
+        "-----------+-----------+-----------+-----------+-----------",
+    ]
     for name in METRICS:
         score = scores[name]
         aligned = f"{score.aligned_accuracy:10.2f}" if score.aligned_accuracy is not None else ""
@@ -405,8 +538,15 @@ def score_main(argv: list[str]) -> None:
     if args.out:
         from inn.io import write_json
 
-        write_json(args.out, {"gold": args.gold, "system": args.system,
-                              **{name: score.as_dict() for name, score in scores.items()}, "unscored": cannot})
+        write_json(
+            args.out,
+            {
+                "gold": args.gold,
+                "system": args.system,
+                **{name: score.as_dict() for name, score in scores.items()},
+                "unscored": cannot,
+            },
+        )
 
 
 def conllu_text_main(argv: list[str]) -> None:
@@ -418,7 +558,8 @@ def conllu_text_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="inn conllu-text",
         description="The raw text of a CoNLL-U file as UD's conllu_to_text.pl writes it: # text lines, a space "
-                    "between sentences, a blank line at # newpar and # newdoc, lines broken at 80 characters.")
+        "between sentences, a blank line at # newpar and # newdoc, lines broken at 80 characters.",
+    )
     parser.add_argument("conllu", help="the CoNLL-U file")
     parser.add_argument("--width", type=int, default=80, help="break lines at a space from this length (0: never)")
     parser.add_argument("--out", help="output file (default: stdout), written whole or not at all")

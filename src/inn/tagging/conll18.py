@@ -92,9 +92,16 @@ class Score:
         return 100.0 * self.correct / self.aligned if self.aligned else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gold": self.gold, "system": self.system, "correct": self.correct, "aligned": self.aligned,
-                "precision": self.precision, "recall": self.recall, "f1": self.f1,
-                "aligned_accuracy": self.aligned_accuracy}
+        return {
+            "gold": self.gold,
+            "system": self.system,
+            "correct": self.correct,
+            "aligned": self.aligned,
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "aligned_accuracy": self.aligned_accuracy,
+        }
 
 
 def _no_spaces(form: str) -> str:
@@ -153,15 +160,18 @@ def read_ud(text: str, source: str = "<text>") -> UDFile:
                 raise InnError(f"{source}:{number}: the multiword range {columns[0]!r} runs backwards")
             for _ in range(first, last + 1):
                 if number >= len(lines) or not lines[number].strip():
-                    raise InnError(f"{source}:{number}: the multiword range {columns[0]!r} is not followed by "
-                                   "its words")
+                    raise InnError(
+                        f"{source}:{number}: the multiword range {columns[0]!r} is not followed by its words"
+                    )
                 word = fields(lines[number], number + 1)
                 number += 1
                 ud.words.append(UDWord(span, word[_FORM], word[_UPOS], word[_XPOS], True))
         else:
             if not columns[0].isdigit() or int(columns[0]) != len(ud.words) - sentence_start + 1:
-                raise InnError(f"{source}:{number}: word ID {columns[0]!r} out of order (expected "
-                               f"{len(ud.words) - sentence_start + 1}; a blank line missing between sentences?)")
+                raise InnError(
+                    f"{source}:{number}: word ID {columns[0]!r} out of order (expected "
+                    f"{len(ud.words) - sentence_start + 1}; a blank line missing between sentences?)"
+                )
             ud.words.append(UDWord(span, columns[_FORM], columns[_UPOS], columns[_XPOS], False))
     if sentence_start is not None:
         ud.sentences[-1] = Span(ud.sentences[-1].start, index)
@@ -230,8 +240,7 @@ def align_words(gold: list[UDWord], system: list[UDWord]) -> list[tuple[UDWord, 
                 lcs = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
                 for i in reversed(range(len(a))):
                     for j in reversed(range(len(b))):
-                        lcs[i][j] = (1 + lcs[i + 1][j + 1] if a[i] == b[j]
-                                     else max(lcs[i + 1][j], lcs[i][j + 1]))
+                        lcs[i][j] = 1 + lcs[i + 1][j + 1] if a[i] == b[j] else max(lcs[i + 1][j], lcs[i][j + 1])
                 i = j = 0
                 while i < len(a) and j < len(b):
                     if a[i] == b[j]:
@@ -263,9 +272,11 @@ def evaluate(gold: UDFile, system: UDFile) -> dict[str, Score]:
         i = 0
         while i < min(len(gold.characters), len(system.characters)) and gold.characters[i] == system.characters[i]:
             i += 1
-        raise InnError(f"the system file's tokens spell another text than the gold file's from character {i} "
-                       f"(gold {gold.characters[i:i + 20]!r}, system {system.characters[i:i + 20]!r}): "
-                       "tag the gold file's own text (inn conllu-text GOLD)")
+        raise InnError(
+            f"the system file's tokens spell another text than the gold file's from character {i} "
+            f"(gold {gold.characters[i : i + 20]!r}, system {system.characters[i : i + 20]!r}): "
+            "tag the gold file's own text (inn conllu-text GOLD)"
+        )
     pairs = align_words(gold.words, system.words)
     n_gold, n_system = len(gold.words), len(system.words)
     return {

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from inn.data.corpora import WIDE_SAMPLE, blocks, check_not_wide, check_tag, check_token_id
-from inn.tagging.tokenize import RawSentence
 from inn.errors import InnError
+from inn.tagging.tokenize import RawSentence
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +71,17 @@ def decode(data: bytes, source: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start : exc.start + 4]
-        raise InnError(f"{source}: not UTF-8 text (byte offset {exc.start}: {bad!r}); convert it to UTF-8 first, "
-                       f"e.g. iconv -f latin1 -t utf-8") from None
+        raise InnError(
+            f"{source}: not UTF-8 text (byte offset {exc.start}: {bad!r}); convert it to UTF-8 first, "
+            f"e.g. iconv -f latin1 -t utf-8"
+        ) from None
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     if "\r" in text:  # lone carriage returns (old Mac line ends) would merge lines into one
         line = text.count("\n", 0, text.index("\r")) + 1
-        raise InnError(f"{source}:{line}: a carriage return inside the line: end lines with \\n or \\r\\n "
-                       "(e.g. tr '\\r' '\\n' < in > out)")
+        raise InnError(
+            f"{source}:{line}: a carriage return inside the line: end lines with \\n or \\r\\n "
+            "(e.g. tr '\\r' '\\n' < in > out)"
+        )
     return text
 
 
@@ -108,20 +112,26 @@ def contradiction(text: str, form: str) -> str | None:
         for n, line in lines:
             fields = line.split("\t")
             if len(fields) == len(CONLLU_FIELDS) and (_WORD_ID.fullmatch(fields[0]) or _RANGE_ID.fullmatch(fields[0])):
-                return (f"line {n} is a CoNLL-U token line (10 tab-separated fields), but the input is read as "
-                        f"--input {form}: its comment lines and columns are tagged as words; give --input conllu")
+                return (
+                    f"line {n} is a CoNLL-U token line (10 tab-separated fields), but the input is read as "
+                    f"--input {form}: its comment lines and columns are tagged as words; give --input conllu"
+                )
     if form == "horizontal":
         words = [w for _, line in lines for w in line.split()]
         glued = [w for w in words if _GLUED.match(w)]
         if words and len(glued) > 0.03 * len(words):
             examples = ", ".join(repr(w) for w in dict.fromkeys(glued[:20]).keys())
-            return (f"{len(glued) / len(words):.0%} of its words carry punctuation ({examples}...): it looks like "
-                    "running text, read here as words split at spaces; give --input text to split it into words")
+            return (
+                f"{len(glued) / len(words):.0%} of its words carry punctuation ({examples}...): it looks like "
+                "running text, read here as words split at spaces; give --input text to split it into words"
+            )
     if form == "vertical":
         long = [n for n, line in lines if len(line.split("\t")[0].split()) >= 3]
         if lines and len(long) > 0.5 * len(lines):
-            return (f"{len(long)} of its {len(lines)} lines hold three or more words (line {long[0]}), but --input "
-                    "vertical reads a word a line; give --input horizontal (a sentence a line) or --input text")
+            return (
+                f"{len(long)} of its {len(lines)} lines hold three or more words (line {long[0]}), but --input "
+                "vertical reads a word a line; give --input horizontal (a sentence a line) or --input text"
+            )
     return None
 
 
@@ -149,8 +159,10 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
             fields = line.split("\t")
             where = f"{source}:{number}"
             if len(fields) != len(CONLLU_FIELDS):
-                raise InnError(f"{where}: malformed CoNLL-U line: expected {len(CONLLU_FIELDS)} tab-separated "
-                               f"fields, found {len(fields)}")
+                raise InnError(
+                    f"{where}: malformed CoNLL-U line: expected {len(CONLLU_FIELDS)} tab-separated "
+                    f"fields, found {len(fields)}"
+                )
             token_id = fields[0]
             for column in ("upos", "xpos"):  # the tags scored and replaced: "NN " is no NN
                 check_tag(fields[CONLLU_FIELDS.index(column)], where, column.upper(), conllu=True)
@@ -162,8 +174,10 @@ def read_conllu_text(text: str, source: str) -> list[TextSentence]:
                 sentence.line_numbers.append(number)
                 sentence.words.append(fields[1])
             elif not (_RANGE_ID.fullmatch(token_id) or _EMPTY_ID.fullmatch(token_id)):
-                raise InnError(f"{where}: malformed CoNLL-U line: ID {token_id!r} is not a word index (3), "
-                               "a multiword range (3-4) or an empty node (3.1)")
+                raise InnError(
+                    f"{where}: malformed CoNLL-U line: ID {token_id!r} is not a word index (3), "
+                    "a multiword range (3-4) or an empty node (3.1)"
+                )
             sentence.lines.append(fields)
         sentences.append(sentence)
     return sentences
@@ -191,9 +205,11 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
         form = "conllu" if looks_like_conllu(text) or source.endswith((".conllu", ".conllu.gz")) else "horizontal"
         if form == "horizontal" and "\t" in text:  # tab-separated columns are no sentence of words
             line = text.count("\n", 0, text.index("\t")) + 1
-            raise InnError(f"{source}:{line}: tab-separated fields, but not a CoNLL-U token line (10 fields "
-                           "starting with an ID): give --input vertical for word<TAB>... lines, --input conllu "
-                           "to have a CoNLL-U file checked line by line, or --input horizontal for tabs as spaces")
+            raise InnError(
+                f"{source}:{line}: tab-separated fields, but not a CoNLL-U token line (10 fields "
+                "starting with an ID): give --input vertical for word<TAB>... lines, --input conllu "
+                "to have a CoNLL-U file checked line by line, or --input horizontal for tabs as spaces"
+            )
     if form not in INPUT_FORMATS:
         raise InnError(f"unknown input format {form!r}: use auto, {', '.join(INPUT_FORMATS)}")
     why = contradiction(text, form)
@@ -204,8 +220,9 @@ def read_text(data: bytes, source: str, form: str = "auto") -> tuple[list[TextSe
     return read_conllu_text(text, source), form
 
 
-def write_text(sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]], form: str,
-               column: str = "xpos") -> str:
+def write_text(
+    sentences: Sequence[TextSentence], tags: Sequence[Sequence[str]], form: str, column: str = "xpos"
+) -> str:
     """The tagged sentences as text in ``form``; for CoNLL-U ``column`` receives the tags.
 
     CoNLL-U input comes back line for line with only that column of its syntactic words
@@ -274,9 +291,11 @@ def conllu_to_text(text: str, source: str = "<text>", width: int = 80) -> str:
         if said:
             sentence_text = said[0].split("=", 1)[1].strip()
         else:
-            sentence_text = "".join(fields[1] + ("" if "SpaceAfter=No" in fields[9].split("|") else " ")
-                                    for fields in sentence.lines
-                                    if len(fields) > 1 and "." not in fields[0] and not _inside_range(sentence, fields))
+            sentence_text = "".join(
+                fields[1] + ("" if "SpaceAfter=No" in fields[9].split("|") else " ")
+                for fields in sentence.lines
+                if len(fields) > 1 and "." not in fields[0] and not _inside_range(sentence, fields)
+            )
             sentence_text = sentence_text.strip()
         buffer = (buffer + " " + sentence_text) if buffer else sentence_text
         buffer = flush(buffer, final=False)

@@ -1,9 +1,10 @@
 """The classical peer: NLTK's averaged perceptron tagger, trained on the same train split.
 
-It is what a user would pick instead of a neural tagger (93.4% on EWT test when trained on
-EWT train, the figure published for it and the one we measure: docs/results.md). ``inn train-perceptron`` (:mod:`inn.experiment.train.perceptron`)
-trains it into the same output layout as the neural models, and ``inn evaluate`` scores it
-with the same code (:func:`inn.tagging.scoring.score_pos`).
+It is what a user would pick instead of a neural tagger (93.4% on EWT test when trained on EWT
+train, the figure published for it and the one we measure: docs/results.md). ``inn
+train-perceptron`` (:mod:`inn.experiment.train.perceptron`) trains it into the same output layout as
+the neural models, and ``inn evaluate`` scores it with the same code
+(:func:`inn.tagging.scoring.score_pos`).
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ class PerceptronPeer:
     def tag_sentences(self, sentences: list[list[str]]) -> list[list[str]]:
         return [[tag for _, tag in self.tagger.tag(words)] if words else [] for words in sentences]
 
-    def eval(self) -> "PerceptronPeer":
+    def eval(self) -> PerceptronPeer:
         return self
 
     def state(self) -> dict[str, Any]:
-        return {"weights": self.tagger.model.weights, "tagdict": self.tagger.tagdict,
-                "classes": sorted(self.tagger.classes)}
+        return {
+            "weights": self.tagger.model.weights,
+            "tagdict": self.tagger.tagdict,
+            "classes": sorted(self.tagger.classes),
+        }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "PerceptronPeer":
+    def from_state(cls, state: dict[str, Any]) -> PerceptronPeer:
         from nltk.tag.perceptron import PerceptronTagger
 
         tagger = PerceptronTagger(load=False)

@@ -17,8 +17,9 @@ import torch
 from inn.errors import InnError
 
 
-def score_pos(sentences: Sequence[Sequence[tuple[str, str]]], predicted: Sequence[Sequence[str]],
-              is_known: Callable[[str], bool]) -> tuple[dict[str, Any], pd.DataFrame]:
+def score_pos(
+    sentences: Sequence[Sequence[tuple[str, str]]], predicted: Sequence[Sequence[str]], is_known: Callable[[str], bool]
+) -> tuple[dict[str, Any], pd.DataFrame]:
     """Accuracy (%) over all tokens, on unseen words, and per gold tag; and the predictions table.
 
     Args:
@@ -54,8 +55,9 @@ def score_pos(sentences: Sequence[Sequence[tuple[str, str]]], predicted: Sequenc
     return metrics, table
 
 
-def score_walks(gold: Sequence[torch.Tensor], predicted: Sequence[torch.Tensor],
-                probability: Sequence[torch.Tensor] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+def score_walks(
+    gold: Sequence[torch.Tensor], predicted: Sequence[torch.Tensor], probability: Sequence[torch.Tensor] | None = None
+) -> tuple[dict[str, Any], pd.DataFrame]:
     """Per-step error (a fraction) over all steps of all walks; and the predictions table."""
     if len(predicted) != len(gold):
         raise InnError(f"{len(predicted)} predicted walks for {len(gold)} gold walks")
@@ -69,5 +71,9 @@ def score_walks(gold: Sequence[torch.Tensor], predicted: Sequence[torch.Tensor],
         frames.append(pd.DataFrame(frame))
     table = pd.concat(frames, ignore_index=True)
     errors = table.gold != table.predicted
-    return {"metric": "error", "error": float(errors.mean()), "steps": int(table.shape[0]),
-            "sequences": len(gold)}, table
+    return {
+        "metric": "error",
+        "error": float(errors.mean()),
+        "steps": int(table.shape[0]),
+        "sequences": len(gold),
+    }, table

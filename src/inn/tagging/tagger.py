@@ -32,13 +32,13 @@ import torch
 
 from inn.checkpoints import COLUMNS, OWN_DIGEST, model_from_payload, read_checkpoint, self_contained, weights_digest
 from inn.data.corpora import PTB_FORMATS
-from inn.tagging.documents import TextSentence, read_text, write_text
 from inn.data.features import FeatureExtractor
-from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.models import predict
+from inn.tagging.documents import TextSentence, read_text, write_text
 from inn.tagging.scoring import score_pos
 from inn.tagging.segmenter import Segmenter
+from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,15 @@ class Tagger:
         nonconverged: implicit solves that missed their tolerance, over all calls so far.
     """
 
-    def __init__(self, model: Any, features: FeatureExtractor, column: str, meta: dict[str, Any],
-                 device: torch.device, batch_size: int = 20) -> None:
+    def __init__(
+        self,
+        model: Any,
+        features: FeatureExtractor,
+        column: str,
+        meta: dict[str, Any],
+        device: torch.device,
+        batch_size: int = 20,
+    ) -> None:
         self.model = model
         self.features = features
         self.column = column
@@ -116,8 +123,9 @@ class Tagger:
         test = meta.get("test")
         scored = test.get("weights_sha256") if isinstance(test, dict) else None
         if scored is not None and scored != tagger.weights_sha256:
-            log.warning("%s: its test score was measured on other weights (sha256 %s...) than it holds", path,
-                        scored[:16])
+            log.warning(
+                "%s: its test score was measured on other weights (sha256 %s...) than it holds", path, scored[:16]
+            )
         return tagger
 
     @property
@@ -164,16 +172,25 @@ class Tagger:
         language = language or self.language
         own = self.segmenter is not None and _same_language(language, self.segmenter.language or self.language)
         if route == "learned" and not own:
-            held = (f"its segmenter reads {self.segmenter.language or self.language}" if self.segmenter
-                    else "its file holds no segmenter: add one with inn export-tagger --segmenter")
-            raise InnError(f"no learned segmenter for language {language!r} in the {self.meta.get('model')} tagger "
-                           f"of {self.corpus} ({held})")
+            held = (
+                f"its segmenter reads {self.segmenter.language or self.language}"
+                if self.segmenter
+                else "its file holds no segmenter: add one with inn export-tagger --segmenter"
+            )
+            raise InnError(
+                f"no learned segmenter for language {language!r} in the {self.meta.get('model')} tagger "
+                f"of {self.corpus} ({held})"
+            )
         if own and route != "rules":
             return self.segmenter
         key = str(language)
         if key not in self._tokenizers:
-            self._tokenizers[key] = tokenizer_for(language, self.convention, self.features.word_counts,
-                                                  f"the {self.meta.get('model')} tagger of {self.corpus}")
+            self._tokenizers[key] = tokenizer_for(
+                language,
+                self.convention,
+                self.features.word_counts,
+                f"the {self.meta.get('model')} tagger of {self.corpus}",
+            )
         return self._tokenizers[key]
 
     def model_words(self, words: Sequence[str]) -> list[str]:
@@ -185,8 +202,9 @@ class Tagger:
             self._escapes = ptb_escapes(self.features.word_counts)
         return [self._escapes.get(w, w) for w in words]
 
-    def tag_text(self, text: str, language: str | None = None, progress: bool = False,
-                 route: str = "auto") -> list[RawSentence]:
+    def tag_text(
+        self, text: str, language: str | None = None, progress: bool = False, route: str = "auto"
+    ) -> list[RawSentence]:
         """Tag running text: its sentences, each with its tokens, its words (each with its form as
         written and its character offsets in ``text``) and one tag per word in ``tags``.
 
@@ -216,16 +234,20 @@ class Tagger:
         dev = self.data.get("dev_unseen")
         if dev is None:
             limit = FOREIGN_FALLBACK
-            basis = (f"more than {limit:.0%}; the tagger file does not record its dev set's share: export it again "
-                     "with inn export-tagger to record it")
+            basis = (
+                f"more than {limit:.0%}; the tagger file does not record its dev set's share: export it again "
+                "with inn export-tagger to record it"
+            )
         else:
             limit = dev + max(dev, FOREIGN_MARGIN)
             basis = f"its dev set's {dev:.1%}"
         if share <= limit:
             return None
-        return (f"{share:.1%} of the {words} words are unseen in the {self.meta.get('model')} tagger's training "
-                f"({basis}): the text looks foreign to a tagger of {self.corpus} (language "
-                f"{self.language or 'not recorded'}); expect low accuracy")
+        return (
+            f"{share:.1%} of the {words} words are unseen in the {self.meta.get('model')} tagger's training "
+            f"({basis}): the text looks foreign to a tagger of {self.corpus} (language "
+            f"{self.language or 'not recorded'}); expect low accuracy"
+        )
 
     def tag(self, sentences: Sequence[Sequence[str]], progress: bool = False) -> list[list[str]]:
         """One tag per word of every sentence (a list of words each); empty sentences stay empty.
@@ -260,8 +282,13 @@ class Tagger:
         sentences, _ = read_text(text.encode("utf-8"), "<text>", "conllu")
         return write_text(sentences, self.tag([s.words for s in sentences]), "conllu", column or self.column)
 
-    def accuracy(self, sentences: Sequence[TextSentence], predicted: Sequence[Sequence[str]],
-                 column: str | None = None, sources: Sequence[str] | None = None) -> dict[str, Any]:
+    def accuracy(
+        self,
+        sentences: Sequence[TextSentence],
+        predicted: Sequence[Sequence[str]],
+        column: str | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
         """Token and unseen-word accuracy (%) of ``predicted`` against the gold tags in the
         CoNLL-U ``column`` of ``sentences``, scored as ``inn evaluate`` scores a split; and what
         it cannot score: ``unseen_share`` (the words training never showed, beside the dev
@@ -279,8 +306,10 @@ class Tagger:
             for tag, number in zip(tags, sentence.line_numbers):
                 if tag == "_":
                     source = sources[s] if sources is not None else "<text>"
-                    raise InnError(f"{source}:{number}: no gold {column.upper()} tag to score against "
-                                   f"(--accuracy needs the gold tags in the {column.upper()} column)")
+                    raise InnError(
+                        f"{source}:{number}: no gold {column.upper()} tag to score against "
+                        f"(--accuracy needs the gold tags in the {column.upper()} column)"
+                    )
             gold.append(list(zip(sentence.words, tags)))
         metrics, _ = score_pos(gold, predicted, self.features.is_known)
         scores = {k: metrics[k] for k in ("accuracy", "unseen_accuracy", "tokens", "unseen_tokens", "sentences")}
@@ -299,12 +328,18 @@ class Tagger:
     def describe(self) -> str:
         """One line: model, corpus, seed, tag column and its scores."""
         meta = self.meta
-        scores = ", ".join(f"{split} {meta[split]['accuracy']:.2f}%" for split in ("dev", "test")
-                           if isinstance(meta.get(split), dict) and meta[split].get("accuracy") is not None)
+        scores = ", ".join(
+            f"{split} {meta[split]['accuracy']:.2f}%"
+            for split in ("dev", "test")
+            if isinstance(meta.get(split), dict) and meta[split].get("accuracy") is not None
+        )
         digest = f"; weights sha256 {self.weights_sha256}" if self.weights_sha256 else ""
-        return (f"{meta.get('model')} tagger of {meta.get('dataset')} (seed {meta.get('seed')}, scale "
-                f"{meta.get('scale')}), {len(self.tags)} {self.column.upper()} tags" + (f"; {scores}" if scores else "")
-                + digest)
+        return (
+            f"{meta.get('model')} tagger of {meta.get('dataset')} (seed {meta.get('seed')}, scale "
+            f"{meta.get('scale')}), {len(self.tags)} {self.column.upper()} tags"
+            + (f"; {scores}" if scores else "")
+            + digest
+        )
 
 
 def _check_fit(payload: dict[str, Any], path: str | os.PathLike) -> None:
@@ -316,8 +351,11 @@ def _check_fit(payload: dict[str, Any], path: str | os.PathLike) -> None:
     fix = "the file is damaged or was edited; export it again from its checkpoint with `inn export-tagger`"
     try:
         vocabularies = payload["data"]["vocabularies"]
-        sizes = (len(vocabularies["tags"]), len(vocabularies["words"]),
-                 [len(v) for v in vocabularies["affixes"].values()])
+        sizes = (
+            len(vocabularies["tags"]),
+            len(vocabularies["words"]),
+            [len(v) for v in vocabularies["affixes"].values()],
+        )
     except (KeyError, TypeError, AttributeError) as exc:
         raise InnError(f"{path}: its feature vocabularies are incomplete (no {exc}): {fix}") from None
     wrong = []
@@ -345,5 +383,7 @@ def _segmenter(state: Any, path: str | os.PathLike) -> Segmenter:
     try:
         return Segmenter.from_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
-        raise InnError(f"{path}: its segmenter section is damaged ({type(exc).__name__}: {exc}): export the tagger "
-                       "again with inn export-tagger --segmenter") from None
+        raise InnError(
+            f"{path}: its segmenter section is damaged ({type(exc).__name__}: {exc}): export the tagger "
+            "again with inn export-tagger --segmenter"
+        ) from None

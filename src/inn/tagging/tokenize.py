@@ -52,12 +52,24 @@ CONVENTIONS = ("ud", "ptb")
 TOKENIZERS: dict[str, Callable[..., Tokenizer]] = {}
 
 # Same-length stand-ins, so that the Treebank tokenizer's offsets are the text's.
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
-                         "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'})
+_QUOTES = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+    }
+)
 _PROTECTED = re.compile(
-    r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\"\.,;:!?\)\]}']"   # URLs, without trailing punctuation
-    r"|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"   # e-mail addresses, tried only where a run starts (linear)
-    r"|(?<!\S)[:;=][-o^']?[()\[\]DPp/\\|3*]+(?=[\s.,!?]|$)"           # emoticons :) :-( ;P
+    r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\"\.,;:!?\)\]}']"  # URLs, without trailing punctuation
+    r"|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses, tried only where a run starts (linear)
+    r"|(?<!\S)[:;=][-o^']?[()\[\]DPp/\\|3*]+(?=[\s.,!?]|$)"  # emoticons :) :-( ;P
 )
 # every whitespace character as a space: a line break inside a paragraph is a space to every rule
 _SPACES = str.maketrans({c: " " for c in map(chr, range(0x3000 + 1)) if c.isspace()})
@@ -69,36 +81,161 @@ _APOSTROPHE = ("'", "\u2019")
 _SECOND_HALVES = {"not", "na", "ta", "me", "'n", "'ye", "is", "was"}
 _HYPHENATED = re.compile(r"^(?=.*[^\W\d_])[^\W_]+(?:-[^\W_]+)+$")  # parts of letters or digits, a letter somewhere
 _SLASHED = re.compile(r"^[^\W\d_]+(?:/[^\W\d_]+)+$")
-_DOTS = re.compile(r"^(\w+)(\.{2,})(\w*)$")                       # missing..and, Depot..
-_FINAL_PERIOD = re.compile(r"^[^\W_][^.]*[^\W_]\.$|^[^\W\d_]\w*\.$")       # format. (one period, at the end)
-_RUNS = (re.compile(r"^[.?!]+$"), re.compile(r"^[-=~_*+#]+$"), re.compile(r"^<+$"), re.compile(r"^>+$"),
-         re.compile(r"^\$+$"))
+_DOTS = re.compile(r"^(\w+)(\.{2,})(\w*)$")  # missing..and, Depot..
+_FINAL_PERIOD = re.compile(r"^[^\W_][^.]*[^\W_]\.$|^[^\W\d_]\w*\.$")  # format. (one period, at the end)
+_RUNS = (
+    re.compile(r"^[.?!]+$"),
+    re.compile(r"^[-=~_*+#]+$"),
+    re.compile(r"^<+$"),
+    re.compile(r"^>+$"),
+    re.compile(r"^\$+$"),
+)
 # prefixes UD English keeps attached to the word after the hyphen (UD guidelines, EWT's practice)
-_KEPT_PREFIXES = {"e", "non", "pre", "post", "co", "ex", "re", "anti", "pro", "multi", "mid", "semi", "sub",
-                  "intra", "counter", "over", "under", "mis", "de", "un", "bi", "tri", "uni", "neo", "pseudo",
-                  "quasi", "ultra", "mega", "mini", "cyber", "cross", "socio", "psycho"}
+_KEPT_PREFIXES = {
+    "e",
+    "non",
+    "pre",
+    "post",
+    "co",
+    "ex",
+    "re",
+    "anti",
+    "pro",
+    "multi",
+    "mid",
+    "semi",
+    "sub",
+    "intra",
+    "counter",
+    "over",
+    "under",
+    "mis",
+    "de",
+    "un",
+    "bi",
+    "tri",
+    "uni",
+    "neo",
+    "pseudo",
+    "quasi",
+    "ultra",
+    "mega",
+    "mini",
+    "cyber",
+    "cross",
+    "socio",
+    "psycho",
+}
 # common English abbreviations, besides those of the model's vocabulary (titles, months, days, Latin)
 _ENGLISH_ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "rev", "hon", "capt", "col", "gen", "gov", "lt", "sgt", "sen", "rep", "st",
-    "jr", "sr", "inc", "corp", "co", "ltd", "bros", "dept", "univ", "assn", "ave", "blvd", "rd", "mt", "ft",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
-    "vs", "etc", "e.g", "i.e", "cf", "al", "approx", "est", "fig", "no", "nos", "vol", "pp", "ca", "viz",
-    "a.m", "p.m", "u.s", "u.k", "u.n",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "rev",
+    "hon",
+    "capt",
+    "col",
+    "gen",
+    "gov",
+    "lt",
+    "sgt",
+    "sen",
+    "rep",
+    "st",
+    "jr",
+    "sr",
+    "inc",
+    "corp",
+    "co",
+    "ltd",
+    "bros",
+    "dept",
+    "univ",
+    "assn",
+    "ave",
+    "blvd",
+    "rd",
+    "mt",
+    "ft",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "mon",
+    "tue",
+    "tues",
+    "wed",
+    "thu",
+    "thur",
+    "thurs",
+    "fri",
+    "sat",
+    "sun",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "cf",
+    "al",
+    "approx",
+    "est",
+    "fig",
+    "no",
+    "nos",
+    "vol",
+    "pp",
+    "ca",
+    "viz",
+    "a.m",
+    "p.m",
+    "u.s",
+    "u.k",
+    "u.n",
 }
 # apostrophe-less contractions that UD English still splits (EWT: ``dont`` = ``do`` + ``nt``)
 _BARE_CONTRACTIONS = {
-    "dont": 2, "didnt": 3, "doesnt": 4, "isnt": 2, "wasnt": 3, "arent": 3, "werent": 4, "cant": 2,
-    "couldnt": 5, "wouldnt": 5, "shouldnt": 6, "havent": 4, "hasnt": 3, "hadnt": 3, "wont": 2, "aint": 2,
-    "im": 1, "ive": 1, "thats": 4,
+    "dont": 2,
+    "didnt": 3,
+    "doesnt": 4,
+    "isnt": 2,
+    "wasnt": 3,
+    "arent": 3,
+    "werent": 4,
+    "cant": 2,
+    "couldnt": 5,
+    "wouldnt": 5,
+    "shouldnt": 6,
+    "havent": 4,
+    "hasnt": 3,
+    "hadnt": 3,
+    "wont": 2,
+    "aint": 2,
+    "im": 1,
+    "ive": 1,
+    "thats": 4,
 }
 #: the Penn Treebank's spelling of brackets
 PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-", "}": "-RCB-"}
 #: each bracket's escapes, nearest first: a corpus may write only some (NLTK's sample of the
 #: WSJ has ``-LCB-`` but no ``-LSB-``), and its taggers have seen and tagged only those
-_BRACKET_ESCAPES = {"(": ("-LRB-",), ")": ("-RRB-",),
-                    "[": ("-LSB-", "-LCB-", "-LRB-"), "]": ("-RSB-", "-RCB-", "-RRB-"),
-                    "{": ("-LCB-", "-LSB-", "-LRB-"), "}": ("-RCB-", "-RSB-", "-RRB-")}
+_BRACKET_ESCAPES = {
+    "(": ("-LRB-",),
+    ")": ("-RRB-",),
+    "[": ("-LSB-", "-LCB-", "-LRB-"),
+    "]": ("-RSB-", "-RCB-", "-RRB-"),
+    "{": ("-LCB-", "-LSB-", "-LRB-"),
+    "}": ("-RCB-", "-RSB-", "-RRB-"),
+}
 
 
 def ptb_escapes(vocabulary: Iterable[str] = ()) -> dict[str, str]:
@@ -107,8 +244,10 @@ def ptb_escapes(vocabulary: Iterable[str] = ()) -> dict[str, str]:
     ``-LSB-``), else :data:`PTB_ESCAPES`'s, so that a bracket is never an unseen word when
     training saw another of its kind."""
     known = {w.lower() for w in vocabulary}
-    return {bracket: next((e for e in escapes if e.lower() in known), PTB_ESCAPES[bracket])
-            for bracket, escapes in _BRACKET_ESCAPES.items()}
+    return {
+        bracket: next((e for e in escapes if e.lower() in known), PTB_ESCAPES[bracket])
+        for bracket, escapes in _BRACKET_ESCAPES.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -242,8 +381,10 @@ class Tokenizer:
             tokens = self.tokenize(text, start, end)
             if "".join(t.form for t in tokens) != "".join(text[start:end].split()):  # a safeguard: no character lost
                 log.debug("tokens of %r lose characters; splitting it at whitespace", text[start:end])
-                tokens = [Token([Word(m.group(), m.start(), m.end(), m.group())])
-                          for m in _NON_SPACE.finditer(text, start, end)]
+                tokens = [
+                    Token([Word(m.group(), m.start(), m.end(), m.group())])
+                    for m in _NON_SPACE.finditer(text, start, end)
+                ]
             if not tokens:
                 continue
             for token, after in zip(tokens, tokens[1:]):
@@ -293,8 +434,11 @@ class Tokenizer:
         for a, b, form in pieces:
             lower = form.lower()
             for pattern, mark in ((_HYPHENATED, "-"), (_SLASHED, "/")):
-                if (pattern.match(form) and lower not in self.vocabulary
-                        and lower.split(mark)[0] not in (_KEPT_PREFIXES if mark == "-" else ())):
+                if (
+                    pattern.match(form)
+                    and lower not in self.vocabulary
+                    and lower.split(mark)[0] not in (_KEPT_PREFIXES if mark == "-" else ())
+                ):
                     out += _split_at(form, a, mark, self.vocabulary)
                     break
             else:
@@ -312,11 +456,15 @@ class Tokenizer:
                 out.append((at, at + len(part), part))
                 at += len(part)
             return out
-        if (_FINAL_PERIOD.match(form) and lower not in self.vocabulary
-                and lower[:-1] not in self.abbreviations):
+        if _FINAL_PERIOD.match(form) and lower not in self.vocabulary and lower[:-1] not in self.abbreviations:
             return [(a, b - 1, form[:-1]), (b - 1, b, ".")]
-        if (len(form) > 1 and form[0] in _APOSTROPHE + ('"',) and form[1].isalpha()
-                and not _CLITIC.match(form) and lower not in self.vocabulary):
+        if (
+            len(form) > 1
+            and form[0] in _APOSTROPHE + ('"',)
+            and form[1].isalpha()
+            and not _CLITIC.match(form)
+            and lower not in self.vocabulary
+        ):
             return [(a, a + 1, form[0]), (a + 1, b, form[1:])]
         cut = _BARE_CONTRACTIONS.get(lower)
         if cut is not None:
@@ -358,7 +506,17 @@ class Tokenizer:
         if bare in _BARE_CONTRACTIONS and _BARE_CONTRACTIONS[bare] == len(before):
             return True
         return lower in _SECOND_HALVES and (before + word.form).lower() in {
-            "cannot", "gonna", "gotta", "gimme", "lemme", "wanna", "more'n", "d'ye", "'tis", "'twas"}
+            "cannot",
+            "gonna",
+            "gotta",
+            "gimme",
+            "lemme",
+            "wanna",
+            "more'n",
+            "d'ye",
+            "'tis",
+            "'twas",
+        }
 
 
 def _join_runs(text: str, pieces: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -404,20 +562,25 @@ def _english(convention: str = "ud", vocabulary: Iterable[str] = ()) -> Tokenize
 TOKENIZERS["en"] = _english
 
 
-def tokenizer_for(language: str | None, convention: str = "ud", vocabulary: Iterable[str] = (),
-                  model: str = "the model") -> Tokenizer:
+def tokenizer_for(
+    language: str | None, convention: str = "ud", vocabulary: Iterable[str] = (), model: str = "the model"
+) -> Tokenizer:
     """The tokenizer of ``language`` (an ISO 639 code) in ``convention``.
 
     Raises:
         InnError: no tokenizer for that language, or the language is not known (``None``).
     """
     if language is None:
-        raise InnError(f"{model} does not record its language, so raw text cannot be split into its words: give "
-                       f"--language (tokenizers: {', '.join(sorted(TOKENIZERS))}), or pre-tokenized input "
-                       "(--input horizontal, vertical or conllu)")
+        raise InnError(
+            f"{model} does not record its language, so raw text cannot be split into its words: give "
+            f"--language (tokenizers: {', '.join(sorted(TOKENIZERS))}), or pre-tokenized input "
+            "(--input horizontal, vertical or conllu)"
+        )
     factory = TOKENIZERS.get(language.lower().split("_")[0].split("-")[0])
     if factory is None:
-        raise InnError(f"no tokenizer for language {language!r} ({model}): raw text can be tokenized in "
-                       f"{', '.join(sorted(TOKENIZERS))} only; give pre-tokenized input instead (--input horizontal, "
-                       "vertical or conllu)")
+        raise InnError(
+            f"no tokenizer for language {language!r} ({model}): raw text can be tokenized in "
+            f"{', '.join(sorted(TOKENIZERS))} only; give pre-tokenized input instead (--input horizontal, "
+            "vertical or conllu)"
+        )
     return factory(convention, vocabulary)

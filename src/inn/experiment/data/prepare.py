@@ -36,24 +36,33 @@ def summarize_pos(corpus: str, splits: dict[str, list[Sentence]], features: Feat
         tags = Counter(t for s in sentences for _, t in s)
         unseen_tags = {tag: count for tag, count in tags.items() if tag not in features.tags.index}
         if unseen_tags:
-            log.warning("%s %s: %d token(s) carry %d tag(s) never seen in training (%s); no model predicts "
-                        "them, so they count as errors", corpus, split, sum(unseen_tags.values()), len(unseen_tags),
-                        ", ".join(f"{tag} x{count}" for tag, count in sorted(unseen_tags.items())))
-        rows.append({
-            "corpus": corpus,
-            "split": split,
-            "sentences": len(sentences),
-            "tokens": len(words),
-            "tag_types": len(tags),
-            "oov_rate": sum(w.lower() not in features.words for w in words) / max(len(words), 1),
-            "unseen_rate": sum(not features.is_known(w) for w in words) / max(len(words), 1),
-            "unseen_tag_tokens": sum(unseen_tags.values()),
-        })
+            log.warning(
+                "%s %s: %d token(s) carry %d tag(s) never seen in training (%s); no model predicts "
+                "them, so they count as errors",
+                corpus,
+                split,
+                sum(unseen_tags.values()),
+                len(unseen_tags),
+                ", ".join(f"{tag} x{count}" for tag, count in sorted(unseen_tags.items())),
+            )
+        rows.append(
+            {
+                "corpus": corpus,
+                "split": split,
+                "sentences": len(sentences),
+                "tokens": len(words),
+                "tag_types": len(tags),
+                "oov_rate": sum(w.lower() not in features.words for w in words) / max(len(words), 1),
+                "unseen_rate": sum(not features.is_known(w) for w in words) / max(len(words), 1),
+                "unseen_tag_tokens": sum(unseen_tags.values()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, language: str | None = None,
-                **sizes: int) -> None:
+def prepare_pos(
+    format: str, source: dict, out: str | Path, corpus: str, language: str | None = None, **sizes: int
+) -> None:
     """Read a corpus, fit the feature vocabularies on its train split, write everything to ``out``.
 
     ``format`` and ``source`` are as :func:`inn.data.corpora.read_corpus` takes them. Writes
@@ -75,8 +84,11 @@ def prepare_pos(format: str, source: dict, out: str | Path, corpus: str, languag
         features.save(folder / "features.json")
         write_record(folder, corpus=corpus, format=format, column=column, language=language)
         write_tsv(folder / "summary.tsv", summary)
-    log.info("%s: %s", corpus, ", ".join(
-        f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()))
+    log.info(
+        "%s: %s",
+        corpus,
+        ", ".join(f"{r.split} {r.sentences} sentences / {r.tokens} tokens" for r in summary.itertuples()),
+    )
 
 
 def split_seed(seed: int, b: float, split: str) -> int:
@@ -89,16 +101,29 @@ def summarize_walks(b: float, split: str, walks) -> tuple[dict, pd.DataFrame]:
     """One summary row, and the length histogram (length, count) of a walk set."""
     lengths = pd.Series([len(y) for _, y in walks])
     labels = sum(int(y.sum()) for _, y in walks)
-    row = {"b": b, "split": split, "sequences": len(walks), "steps": int(lengths.sum()),
-           "mean_length": float(lengths.mean()), "label1_fraction": labels / int(lengths.sum())}
+    row = {
+        "b": b,
+        "split": split,
+        "sequences": len(walks),
+        "steps": int(lengths.sum()),
+        "mean_length": float(lengths.mean()),
+        "label1_fraction": labels / int(lengths.sum()),
+    }
     histogram = lengths.value_counts().sort_index().rename_axis("length").reset_index(name="count")
     histogram.insert(0, "split", split)
     histogram.insert(0, "b", b)
     return row, histogram
 
 
-def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str | Path,
-                  max_len: int = 40, direction: str = "gaussian") -> None:
+def prepare_walks(
+    b: float,
+    dim: int,
+    sizes: dict[str, int],
+    seed: int,
+    out: str | Path,
+    max_len: int = 40,
+    direction: str = "gaussian",
+) -> None:
     """Generate train/dev/test walks for one bias ``b`` into ``out`` with their summaries.
 
     Every file records its generator's settings (b, d, direction, max_len, seed), which the
@@ -106,8 +131,7 @@ def prepare_walks(b: float, dim: int, sizes: dict[str, int], seed: int, out: str
     out = Path(out)
     rows, histograms, sets = [], [], {}
     for split in SPLITS:
-        walks = generate_walks(sizes[split], b, dim, split_seed(seed, b, split), max_len=max_len,
-                               direction=direction)
+        walks = generate_walks(sizes[split], b, dim, split_seed(seed, b, split), max_len=max_len, direction=direction)
         row, histogram = summarize_walks(b, split, walks)
         row.update(direction=direction, dim=dim)
         rows.append(row)
@@ -133,34 +157,53 @@ def prepare_pos_main(argv: list[str]) -> None:
     parser.add_argument("--tags", choices=["xpos", "upos"], default="xpos", help="the CoNLL-U tag column")
     parser.add_argument("--path", help="the root of the LDC Penn Treebank 3 copy (ptb)")
     parser.add_argument("--nltk-data", help="NLTK data folder (nltk_treebank; default: NLTK's path)")
-    parser.add_argument("--language", help="the corpus's language, an ISO 639 code such as en (default: what the "
-                        "format or a UD file name says); its taggers tokenize raw text by it")
+    parser.add_argument(
+        "--language",
+        help="the corpus's language, an ISO 639 code such as en (default: what the "
+        "format or a UD file name says); its taggers tokenize raw text by it",
+    )
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder")
     parser.add_argument("--max-words", type=positive_int, default=39_000)
     parser.add_argument("--max-affixes", type=positive_int, default=2_000)
     parser.add_argument("--word-dim", type=positive_int, default=320)
     parser.add_argument("--affix-dim", type=positive_int, default=20)
     args = parser.parse_args(argv)
-    source = {"path": args.path, "nltk_data": args.nltk_data, "tags": args.tags,
-              **{split: getattr(args, split) for split in SPLITS}}
+    source = {
+        "path": args.path,
+        "nltk_data": args.nltk_data,
+        "tags": args.tags,
+        **{split: getattr(args, split) for split in SPLITS},
+    }
     needs = {"conllu": SPLITS, "tsv": SPLITS, "ptb": ("path",)}.get(args.format, ())
     missing = [f"--{key}" for key in needs if not source[key]]
     if missing:
         parser.error(f"a {args.format} corpus needs {', '.join(missing)}")
     check_out_dir(args.out)
-    written = [Path(args.out) / name for name in (*(f"{split}.tsv" for split in SPLITS), "features.json",
-                                                  "prepared.json", "summary.tsv")]
+    written = [
+        Path(args.out) / name
+        for name in (*(f"{split}.tsv" for split in SPLITS), "features.json", "prepared.json", "summary.tsv")
+    ]
     refuse_inputs_as_outputs({"--out-dir": written}, {f"--{split}": source[split] for split in SPLITS})
-    prepare_pos(args.format, source, args.out, args.corpus, language=args.language, max_words=args.max_words,
-                max_affixes=args.max_affixes, word_dim=args.word_dim, affix_dim=args.affix_dim)
+    prepare_pos(
+        args.format,
+        source,
+        args.out,
+        args.corpus,
+        language=args.language,
+        max_words=args.max_words,
+        max_affixes=args.max_affixes,
+        word_dim=args.word_dim,
+        affix_dim=args.affix_dim,
+    )
 
 
 def generate_walks_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn generate-walks", description=prepare_walks.__doc__)
     parser.add_argument("--b", type=positive_float, required=True, help="bias size (finite, above 0)")
     parser.add_argument("--dim", type=positive_int, required=True, help="walk dimension d")
-    parser.add_argument("--max-len", type=at_least(2), default=40,
-                        help="longest walk (at least 2: with 1 every label would be 1)")
+    parser.add_argument(
+        "--max-len", type=at_least(2), default=40, help="longest walk (at least 2: with 1 every label would be 1)"
+    )
     parser.add_argument("--direction", choices=DIRECTIONS, default="gaussian", help="how v is drawn")
     parser.add_argument("--seed", type=at_least(0), required=True)
     for split, default in zip(SPLITS, (50_000, 2_500, 5_000)):

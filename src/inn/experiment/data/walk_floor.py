@@ -60,8 +60,13 @@ def _log_marginal(b: float, dim: int, direction: str, m: np.ndarray, s2: np.ndar
     raise InnError(f"unknown walk direction {direction!r} (expected one of {', '.join(DIRECTIONS)})")
 
 
-def change_posterior(x: torch.Tensor | np.ndarray, lengths: torch.Tensor | np.ndarray, b: float,
-                     direction: str, nodes: int = QUADRATURE_NODES) -> np.ndarray:
+def change_posterior(
+    x: torch.Tensor | np.ndarray,
+    lengths: torch.Tensor | np.ndarray,
+    b: float,
+    direction: str,
+    nodes: int = QUADRATURE_NODES,
+) -> np.ndarray:
     """P(y_t = 1 | x) for every step of every walk, under the generator's exact model.
 
     Args:
@@ -104,8 +109,10 @@ def change_posterior(x: torch.Tensor | np.ndarray, lengths: torch.Tensor | np.nd
 def bayes_predictions(x, lengths, b: float, direction: str) -> np.ndarray:
     """The Bayes classifier's labels (W, L) for padded walks: 1 where P(t' < t | x) > 0.5."""
     lengths = np.asarray(lengths)
-    parts = [change_posterior(x[i:i + CHUNK], lengths[i:i + CHUNK], b, direction) > 0.5
-             for i in range(0, len(lengths), CHUNK)]
+    parts = [
+        change_posterior(x[i : i + CHUNK], lengths[i : i + CHUNK], b, direction) > 0.5
+        for i in range(0, len(lengths), CHUNK)
+    ]
     return np.concatenate(parts).astype(np.int64)
 
 
@@ -129,21 +136,40 @@ def walk_floor(path: str | Path) -> tuple[dict, pd.DataFrame]:
     data = load_walks(path)
     for key in ("b", "dim", "direction"):
         if key not in data:
-            raise InnError(f"{path}: walk file without its generator's {key!r} (regenerate it with "
-                           "`inn generate-walks`)")
+            raise InnError(
+                f"{path}: walk file without its generator's {key!r} (regenerate it with `inn generate-walks`)"
+            )
     b, direction = float(data["b"]), str(data["direction"])
     x, lengths, y = data["x"].numpy(), data["lengths"].numpy(), data["y"].numpy()
-    posterior = np.concatenate([change_posterior(x[i:i + CHUNK], lengths[i:i + CHUNK], b, direction)
-                                for i in range(0, len(lengths), CHUNK)])
+    posterior = np.concatenate(
+        [
+            change_posterior(x[i : i + CHUNK], lengths[i : i + CHUNK], b, direction)
+            for i in range(0, len(lengths), CHUNK)
+        ]
+    )
     real = np.arange(posterior.shape[1])[None, :] < lengths[:, None]
     sequence, step = np.nonzero(real)
     gold, predicted = y[sequence, step], (posterior[sequence, step] > 0.5).astype(np.int64)
-    table = pd.DataFrame({"sequence": sequence, "step": step + 1, "gold": gold, "predicted": predicted,
-                          "probability": posterior[sequence, step].round(6)})
+    table = pd.DataFrame(
+        {
+            "sequence": sequence,
+            "step": step + 1,
+            "gold": gold,
+            "predicted": predicted,
+            "probability": posterior[sequence, step].round(6),
+        }
+    )
     errors, steps = int((gold != predicted).sum()), int(lengths.sum())
     error = errors / steps
-    row = {"b": b, "direction": direction, "dim": int(data["dim"]), "sequences": len(lengths),
-           "steps": steps, "bayes_errors": errors, "bayes_error": error}
+    row = {
+        "b": b,
+        "direction": direction,
+        "dim": int(data["dim"]),
+        "sequences": len(lengths),
+        "steps": steps,
+        "bayes_errors": errors,
+        "bayes_error": error,
+    }
     # the walk set's fingerprint (its prepared folder's record), so that collect pairs the floor
     # only with runs of these walks: another dim or direction keeps the same labels
     fingerprint = read_record(Path(path).parent).get("fingerprint")
@@ -160,14 +186,22 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--predictions", required=True, help="output TSV: the Bayes classifier's labels")
     args = parser.parse_args(argv)
     row, table = walk_floor(args.walks)
-    log.info("floor b=%g (%s v, d=%d): %.4f over %d steps of %d walks", row["b"], row["direction"], row["dim"],
-             row["bayes_error"], row["steps"], row["sequences"])
+    log.info(
+        "floor b=%g (%s v, d=%d): %.4f over %d steps of %d walks",
+        row["b"],
+        row["direction"],
+        row["dim"],
+        row["bayes_error"],
+        row["steps"],
+        row["sequences"],
+    )
     write_tsv(args.predictions, table)
     write_tsv(args.out, pd.DataFrame([row]))
 
 
-def survey(directions: list[str], dims: list[int], biases: list[float], walks: int, seed: int,
-           max_len: int = 40) -> pd.DataFrame:
+def survey(
+    directions: list[str], dims: list[int], biases: list[float], walks: int, seed: int, max_len: int = 40
+) -> pd.DataFrame:
     """The floor over a grid of generator settings, on fresh walks (one row per direction, d, b):
     how hard the task is before any model is trained, e.g. to choose ``walks.direction`` and
     ``walks.dim`` so that the paper's errors are reachable."""
@@ -176,10 +210,19 @@ def survey(directions: list[str], dims: list[int], biases: list[float], walks: i
         for dim in dims:
             for b in biases:
                 padded = pad_walks(generate_walks(walks, b, dim, seed, max_len=max_len, direction=direction))
-                errors, steps = bayes_error(padded["x"].numpy(), padded["lengths"].numpy(), padded["y"].numpy(),
-                                            b, direction)
-                rows.append({"direction": direction, "dim": dim, "b": b, "walks": walks, "seed": seed,
-                             "bayes_error": errors / steps})
+                errors, steps = bayes_error(
+                    padded["x"].numpy(), padded["lengths"].numpy(), padded["y"].numpy(), b, direction
+                )
+                rows.append(
+                    {
+                        "direction": direction,
+                        "dim": dim,
+                        "b": b,
+                        "walks": walks,
+                        "seed": seed,
+                        "bayes_error": errors / steps,
+                    }
+                )
                 log.info("floor %s d=%d b=%g: %.4f", direction, dim, b, errors / steps)
     return pd.DataFrame(rows)
 

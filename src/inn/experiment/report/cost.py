@@ -88,8 +88,10 @@ def model_costs(measured: pd.DataFrame) -> dict[str, ModelCost]:
     arithmetic per batch does not depend on the walks' bias)."""
     missing = [name for name in MEASURED if name not in measured]
     if missing:
-        raise InnError(f"the cost measurement lacks the column(s) {', '.join(missing)}: write it with "
-                       "archive/paper_walks/cost/measure.py")
+        raise InnError(
+            f"the cost measurement lacks the column(s) {', '.join(missing)}: write it with "
+            "archive/paper_walks/cost/measure.py"
+        )
     costs = {}
     for model, points in measured.groupby("model"):
         implicit = points["newton_iters"].notna().all() and model == "inn"
@@ -125,8 +127,12 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
     runs = load_runs(found["metrics"], found["histories"], found["predictions"])
     runs = runs[runs.task.isin([name for name, spec in TASKS.items() if spec.metric == "error"])]
     histories = {tuple(run_key(path).values()): pd.read_csv(path, sep="\t") for path in found["histories"]}
-    batch_size = {tuple(run_key(path).values()): json.loads(Path(path).read_text(encoding="utf-8"))
-                  .get("training", {}).get("batch_size") for path in found["metrics"]}
+    batch_size = {
+        tuple(run_key(path).values()): json.loads(Path(path).read_text(encoding="utf-8"))
+        .get("training", {})
+        .get("batch_size")
+        for path in found["metrics"]
+    }
     costs = model_costs(measured)
     rows = []
     for dataset, group in runs.groupby("dataset"):
@@ -141,23 +147,39 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
             if not size:
                 raise InnError(f"{run_label(run._asdict())}: its metrics.json records no training.batch_size")
             batches = -(-sizes["train"] // int(size))
-            seconds = np.array([costs[run.model].epoch_seconds(row, batches, sizes["dev"])
-                                for _, row in history.iterrows()])
+            seconds = np.array(
+                [costs[run.model].epoch_seconds(row, batches, sizes["dev"]) for _, row in history.iterrows()]
+            )
             cumulative = np.cumsum(seconds)
             dev = history["dev_error"].to_numpy(float)
             best = int(history.loc[history["dev_error"].idxmin(), "epoch"])
             first, stays = _below(dev, target)
-            rows.append({"dataset": dataset, "model": run.model, "seed": run.seed, "epochs": len(history),
-                         "best_epoch": best, "best_dev": float(dev.min()), "test_error": run.error,
-                         "cpu_s_first_epoch": float(seconds[0]), "cpu_s_last_epoch": float(seconds[-1]),
-                         "cpu_hours_to_best": _hours_until(cumulative, best),
-                         "cpu_hours_total": float(cumulative[-1]) / 3600, "target_dev": target,
-                         "first_below": first, "cpu_hours_first_below": _hours_until(cumulative, first),
-                         "stays_below": stays, "cpu_hours_stays_below": _hours_until(cumulative, stays),
-                         "fit_r2": costs[run.model].batch.r2, "fit_points": costs[run.model].batch.points})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "model": run.model,
+                    "seed": run.seed,
+                    "epochs": len(history),
+                    "best_epoch": best,
+                    "best_dev": float(dev.min()),
+                    "test_error": run.error,
+                    "cpu_s_first_epoch": float(seconds[0]),
+                    "cpu_s_last_epoch": float(seconds[-1]),
+                    "cpu_hours_to_best": _hours_until(cumulative, best),
+                    "cpu_hours_total": float(cumulative[-1]) / 3600,
+                    "target_dev": target,
+                    "first_below": first,
+                    "cpu_hours_first_below": _hours_until(cumulative, first),
+                    "stays_below": stays,
+                    "cpu_hours_stays_below": _hours_until(cumulative, stays),
+                    "fit_r2": costs[run.model].batch.r2,
+                    "fit_points": costs[run.model].batch.points,
+                }
+            )
     if not rows:
-        raise InnError("no walks run of the results has a measured model: measure it first "
-                       "(archive/paper_walks/cost/measure.py)")
+        raise InnError(
+            "no walks run of the results has a measured model: measure it first (archive/paper_walks/cost/measure.py)"
+        )
     return pd.DataFrame(rows)
 
 
@@ -187,8 +209,10 @@ def _sizes(results: list[str | Path], dataset: str) -> dict[str, int]:
         if summary.is_file():
             counts = pd.read_csv(summary, sep="\t").set_index("split")["sequences"]
             return {"train": int(counts["train"]), "dev": int(counts["dev"])}
-    raise InnError(f"no data/walks/{dataset}/summary.tsv under {', '.join(map(str, results))}: give the results "
-                   "folder that holds the runs' walks")
+    raise InnError(
+        f"no data/walks/{dataset}/summary.tsv under {', '.join(map(str, results))}: give the results "
+        "folder that holds the runs' walks"
+    )
 
 
 def main(argv: list[str]) -> None:

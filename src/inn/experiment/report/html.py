@@ -24,20 +24,24 @@ import matplotlib
 matplotlib.use("Agg")
 import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
+from inn.errors import InnError  # noqa: E402
+from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
 from inn.experiment.report import paper  # noqa: E402
 from inn.experiment.report.collect import run_key  # noqa: E402
-from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
-from inn.experiment.report.tables import (benchmark_quality, data_pos_view, data_walks_view,  # noqa: E402
-                                          timing_view)
 from inn.experiment.report.cost import cost_figure  # noqa: E402
+from inn.experiment.report.tables import (
+    benchmark_quality,
+    data_pos_view,
+    data_walks_view,  # noqa: E402
+    timing_view,
+)
 from inn.experiment.report.views import fmt, read_table, table1_models, views  # noqa: E402
-from inn.errors import InnError  # noqa: E402
 from inn.io import atomic_open, refuse_inputs_as_outputs  # noqa: E402
 from inn.models import MODELS, bidirectional_baselines, model_with_role, paper_task, task_spec  # noqa: E402
 from inn.tables import read_tsv  # noqa: E402
@@ -52,10 +56,15 @@ PACKAGES = ("torch", "numpy", "pandas", "snakemake", "nltk", "conllu", "matplotl
 def git_revision(repo: Path) -> str:
     """The checkout's commit, with ``-dirty`` when it has uncommitted changes."""
     try:
-        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return rev + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
@@ -138,8 +147,7 @@ def scale_differences(config: dict, schema: Path) -> list[str]:
                 if (path == "" and key in ("resources", "scale")) or (path.startswith("corpora.") and key in LOCATIONS):
                     continue
                 if path == "corpora" and key not in theirs:
-                    differences.append(f"corpora.{key}: a corpus of your own (full reproduction: "
-                                       f"{', '.join(theirs)})")
+                    differences.append(f"corpora.{key}: a corpus of your own (full reproduction: {', '.join(theirs)})")
                     continue
                 walk(ours[key], theirs.get(key), f"{path}.{key}" if path else key)
         elif ours != theirs:
@@ -228,8 +236,9 @@ def solver_figure(histories: pd.DataFrame):
         panels.append(("krylov_iters", "mean Krylov iterations per batch"))
     if "nonconverged" in inn:
         panels.append(("nonconverged", "sequences above tol per epoch"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.2, 3.4), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(3.6 * len(panels) + 2.2, 3.4), squeeze=False, layout="constrained"
+    )
     for (task, dataset, model, seed), run in inn.groupby(["task", "dataset", "model", "seed"], sort=False):
         for ax, (column, _) in zip(axes[0], panels):
             ax.plot(run.epoch, run[column], marker=".", label=f"{task} {dataset} {model} s{seed}")
@@ -274,7 +283,7 @@ def timing_plot(measurements: pd.DataFrame, fits: pd.DataFrame):
         for model, group in measurements[measurements.task == task].groupby("model", sort=False):
             per_n = group.groupby("n")["seconds"].min()
             fit = fits[(fits.task == task) & (fits.model == model)]
-            line, = ax.plot(per_n.index, per_n.values, "o", label=None if not fit.empty else model)
+            (line,) = ax.plot(per_n.index, per_n.values, "o", label=None if not fit.empty else model)
             if not fit.empty:  # one legend entry per model: its fit
                 a, p = float(fit.a.iloc[0]), float(fit.p.iloc[0])
                 n = np.geomspace(per_n.index.min(), per_n.index.max(), 50)
@@ -358,8 +367,14 @@ def table1_figure(table1: pd.DataFrame) -> str | None:
                 seeds = _per_seed(values)
                 ax.plot([bias] * len(seeds), seeds, ".", color=colour, alpha=0.5)
     for name in (model_with_role("claimed"), model_with_role("swept")):  # the paper's INN and b-LSTM
-        ax.plot(b, table1[f"paper_{name}_error"], "s--", color=colours.get(name), mfc="none",
-                label=f"{MODELS[name].display} (paper)")
+        ax.plot(
+            b,
+            table1[f"paper_{name}_error"],
+            "s--",
+            color=colours.get(name),
+            mfc="none",
+            label=f"{MODELS[name].display} (paper)",
+        )
     ax.set(xlabel="bias b", ylabel="per-step error", title="Table 1: error against bias (dots: seeds)")
     ax.legend(fontsize=7)
     return figure_uri(fig)
@@ -390,7 +405,10 @@ def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
     backward of their own), with F evaluations, the final residual in our definition and the
     failed sequences at the longest n, and each row's time over our fastest there."""
     # the implicit GRU's systems: not the baselines' rows, nor another cell's (the implicit LSTM's)
-    implicit = group[~group.method.isin(bidirectional_baselines().values()) & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")]
+    implicit = group[
+        ~group.method.isin(bidirectional_baselines().values())
+        & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")
+    ]
     pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
     pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
     longest = pivot.columns.max()
@@ -433,16 +451,25 @@ def data_view(view, path: Path, training: dict):
     return None if frame.empty else view(frame, training)
 
 
-def render(*, config: dict, schema: Path, tables: Path, histories: Iterable[str | Path] = (),
-           timing: str | Path | None = None, timing_fits: str | Path | None = None,
-           benchmarks: Iterable[str | Path] = (), repo: Path | None = None) -> str:
+def render(
+    *,
+    config: dict,
+    schema: Path,
+    tables: Path,
+    histories: Iterable[str | Path] = (),
+    timing: str | Path | None = None,
+    timing_fits: str | Path | None = None,
+    benchmarks: Iterable[str | Path] = (),
+    repo: Path | None = None,
+) -> str:
     """The report page as a string (see :func:`main` for the files it reads)."""
     histories = load_histories(histories)
     measurements, fits = read_table(timing), read_table(timing_fits)
     training = config.get("training", {})
     table1, table2 = read_table(tables / "table1.tsv"), read_table(tables / "table2.tsv")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
     env.filters["fmt"] = fmt
     env.globals["swept"] = model_with_role("swept")  # Table 1's b-LSTM columns are named by it
     template = env.get_template("report.html.j2")
@@ -486,8 +513,10 @@ def check_tables(tables: Path) -> None:
     for name, task in ((f"table{number}", task_spec(paper_task(number))) for number in (1, 2)):
         listed = int((runs["task"] == task.name).sum()) if "task" in runs else 0
         if listed and not (tables / f"{name}.tsv").is_file():
-            raise InnError(f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {task.noun} "
-                           f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}")
+            raise InnError(
+                f"{tables / name}.tsv is missing, though {tables / 'runs.tsv'} lists {listed} {task.noun} "
+                f"run(s): give the folder inn collect wrote, or rerun inn collect into {tables}"
+            )
 
 
 def main(argv: list[str]) -> None:
@@ -503,13 +532,27 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repo", default=".", help="the checkout (for its git revision)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     args = parser.parse_args(argv)
-    refuse_inputs_as_outputs({"--out": args.out}, {"a table of --tables": list(Path(args.tables).glob("*.tsv")),
-                                                   "--timing": args.timing, "--timing-fits": args.timing_fits,
-                                                   "a history": args.histories, "a benchmark": args.benchmarks})
+    refuse_inputs_as_outputs(
+        {"--out": args.out},
+        {
+            "a table of --tables": list(Path(args.tables).glob("*.tsv")),
+            "--timing": args.timing,
+            "--timing-fits": args.timing_fits,
+            "a history": args.histories,
+            "a benchmark": args.benchmarks,
+        },
+    )
     check_tables(Path(args.tables))
     config = json.loads(args.config_json)
-    html = render(config=config, schema=Path(args.schema), tables=Path(args.tables), histories=args.histories,
-                  timing=args.timing, timing_fits=args.timing_fits, benchmarks=args.benchmarks,
-                  repo=Path(args.repo))
+    html = render(
+        config=config,
+        schema=Path(args.schema),
+        tables=Path(args.tables),
+        histories=args.histories,
+        timing=args.timing,
+        timing_fits=args.timing_fits,
+        benchmarks=args.benchmarks,
+        repo=Path(args.repo),
+    )
     with atomic_open(args.out, encoding="utf-8") as handle:
         handle.write(html)

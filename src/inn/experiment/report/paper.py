@@ -32,4 +32,3 @@ TIMING = {
     "pos": {"a": 0.29, "p": 1.3, "r2": 0.910},
 }
 PAPER_WALL_CLOCK = "implicit runs 3-5 days, explicit runs 1-3 hours on one Tesla K40"
-

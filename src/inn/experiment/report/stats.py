@@ -89,8 +89,10 @@ def unit_scores(predictions: Sequence[pd.DataFrame], unit: str, count: str, fixe
     for table in predictions:
         digest = _gold_digest(table, unit)
         if gold is not None and digest != gold:
-            raise InnError("unit_scores: the seeds' predictions carry different gold labels, so they were scored "
-                           "on different test data; evaluate every seed on the same prepared test split")
+            raise InnError(
+                "unit_scores: the seeds' predictions carry different gold labels, so they were scored "
+                "on different test data; evaluate every seed on the same prepared test split"
+            )
         gold = digest
         flags = table.gold.astype(str) == table.predicted.astype(str)
         if count == "wrong":
@@ -100,9 +102,11 @@ def unit_scores(predictions: Sequence[pd.DataFrame], unit: str, count: str, fixe
         if sizes is None:
             hits, sizes = grouped["sum"].to_numpy(np.float64), grouped["size"].to_numpy(np.int64)
         elif not np.array_equal(grouped["size"].to_numpy(), sizes):
-            raise InnError("unit_scores: the seeds' predictions cover different test sets "
-                           f"({len(grouped)} {unit}s / {int(grouped['size'].sum())} items against "
-                           f"{len(sizes)} / {int(sizes.sum())}); rerun evaluation on one split")
+            raise InnError(
+                "unit_scores: the seeds' predictions cover different test sets "
+                f"({len(grouped)} {unit}s / {int(grouped['size'].sum())} items against "
+                f"{len(sizes)} / {int(sizes.sum())}); rerun evaluation on one split"
+            )
         else:
             hits = hits + grouped["sum"].to_numpy(np.float64)
     return UnitScores(hits / len(predictions), sizes, len(predictions), np.array(rates), fixed, gold)
@@ -114,8 +118,9 @@ def _gold_digest(table: pd.DataFrame, unit: str) -> str:
     return hashlib.sha256(pd.util.hash_pandas_object(columns, index=False).to_numpy().tobytes()).hexdigest()[:16]
 
 
-def paired_bootstrap(a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, seed: int = 0,
-                     level: float = LEVEL) -> dict[str, float]:
+def paired_bootstrap(
+    a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, seed: int = 0, level: float = LEVEL
+) -> dict[str, float]:
     """The difference rate(a) - rate(b), with its test-set and its seed-aware intervals.
 
     Resamples the units with replacement ``resamples`` times (seeded generators, so the
@@ -132,13 +137,17 @@ def paired_bootstrap(a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, s
         twice the smaller share of replicates on either side of zero, floored at 1 / resamples.
     """
     if a.gold and b.gold and a.gold != b.gold:
-        raise InnError("paired_bootstrap: the two models' predictions carry different gold labels, so they were "
-                       "scored on different test data (another corpus, walk set or tag column); compare runs of "
-                       "one prepared data set")
+        raise InnError(
+            "paired_bootstrap: the two models' predictions carry different gold labels, so they were "
+            "scored on different test data (another corpus, walk set or tag column); compare runs of "
+            "one prepared data set"
+        )
     if not np.array_equal(a.sizes, b.sizes):
-        raise InnError(f"paired_bootstrap: the two models were scored on different test sets "
-                       f"({len(a.sizes)} units / {int(a.sizes.sum())} items against "
-                       f"{len(b.sizes)} / {int(b.sizes.sum())})")
+        raise InnError(
+            f"paired_bootstrap: the two models were scored on different test sets "
+            f"({len(a.sizes)} units / {int(a.sizes.sum())} items against "
+            f"{len(b.sizes)} / {int(b.sizes.sum())})"
+        )
     delta, sizes = a.hits - b.hits, a.sizes.astype(np.float64)
     rng = np.random.default_rng(seed)
     n = len(sizes)
@@ -149,14 +158,20 @@ def paired_bootstrap(a: UnitScores, b: UnitScores, resamples: int = RESAMPLES, s
     diffs = np.concatenate(diffs)
     difference = float(delta.sum() / sizes.sum())
     test_low, test_high, test_p = _interval(diffs, level, resamples)
-    result = {"difference": difference, "test_low": test_low, "test_high": test_high, "test_p_value": test_p,
-              "seed_aware": False, "units": n}
+    result = {
+        "difference": difference,
+        "test_low": test_low,
+        "test_high": test_high,
+        "test_p_value": test_p,
+        "seed_aware": False,
+        "units": n,
+    }
     if not (np.isnan(a.seed_error) or np.isnan(b.seed_error)):
         draws = np.random.default_rng([seed, 1])  # its own stream: the units' indices stay as above
-        ua2, ub2 = a.seed_error ** 2, b.seed_error ** 2
+        ua2, ub2 = a.seed_error**2, b.seed_error**2
         spread = np.sqrt(ua2 + ub2)
         if spread > 0:  # Welch-Satterthwaite degrees of freedom of the two seed means' difference
-            dof = (ua2 + ub2) ** 2 / sum(u ** 2 / (len(x.seed_rates) - 1) for u, x in ((ua2, a), (ub2, b)) if u > 0)
+            dof = (ua2 + ub2) ** 2 / sum(u**2 / (len(x.seed_rates) - 1) for u, x in ((ua2, a), (ub2, b)) if u > 0)
             seeded = diffs + spread * draws.standard_t(dof, resamples)
         else:
             seeded = diffs

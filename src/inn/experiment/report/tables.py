@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from inn.experiment.report import paper
-from inn.experiment.timing.fits import trust_notes
 from inn.experiment.report.views import Cell, TableView, fmt, sig
+from inn.experiment.timing.fits import trust_notes
 
 
 def _percent(rate) -> str:
@@ -42,28 +42,66 @@ def limits(training: dict) -> dict:
 def data_pos_view(data: pd.DataFrame, training: dict) -> TableView:
     """The POS corpora: sentences per split and how many a run uses, tokens, tag types, and the
     shares of tokens a model has not seen in training."""
-    view = TableView("data-pos", "POS corpora", [
-        ("corpus", "text"), ("split", "text"), ("sentences", ""), ("sentences used", ""), ("tokens", ""),
-        ("tag types", ""), ("out of the word vocabulary (% of tokens)", ""),
-        ("word unseen in training (% of tokens)", ""), ("tokens whose tag is unseen in training", "")])
+    view = TableView(
+        "data-pos",
+        "POS corpora",
+        [
+            ("corpus", "text"),
+            ("split", "text"),
+            ("sentences", ""),
+            ("sentences used", ""),
+            ("tokens", ""),
+            ("tag types", ""),
+            ("out of the word vocabulary (% of tokens)", ""),
+            ("word unseen in training (% of tokens)", ""),
+            ("tokens whose tag is unseen in training", ""),
+        ],
+    )
     for r in data.to_dict("records"):
-        view.add([str(r["corpus"]), str(r["split"]), _count(r.get("sentences")),
-                  _used(r.get("sentences"), r["split"], limits(training)), _count(r.get("tokens")),
-                  _count(r.get("tag_types")),
-                  _percent(r.get("oov_rate")), _percent(r.get("unseen_rate")), _count(r.get("unseen_tag_tokens"))])
+        view.add(
+            [
+                str(r["corpus"]),
+                str(r["split"]),
+                _count(r.get("sentences")),
+                _used(r.get("sentences"), r["split"], limits(training)),
+                _count(r.get("tokens")),
+                _count(r.get("tag_types")),
+                _percent(r.get("oov_rate")),
+                _percent(r.get("unseen_rate")),
+                _count(r.get("unseen_tag_tokens")),
+            ]
+        )
     return view
 
 
 def data_walks_view(data: pd.DataFrame, training: dict) -> TableView:
     """The walk sets: walks per split and how many a run uses, steps, mean length, and the share
     of steps past the change point (label 1)."""
-    view = TableView("data-walks", "Random walks", [
-        ("bias b", ""), ("split", "text"), ("walks", ""), ("walks used", ""), ("steps", ""),
-        ("mean length (steps)", ""), ("steps labelled 1 (%)", "")])
+    view = TableView(
+        "data-walks",
+        "Random walks",
+        [
+            ("bias b", ""),
+            ("split", "text"),
+            ("walks", ""),
+            ("walks used", ""),
+            ("steps", ""),
+            ("mean length (steps)", ""),
+            ("steps labelled 1 (%)", ""),
+        ],
+    )
     for r in data.to_dict("records"):
-        view.add([sig(r["b"]), str(r["split"]), _count(r.get("sequences")),
-                  _used(r.get("sequences"), r["split"], limits(training)), _count(r.get("steps")),
-                  sig(r.get("mean_length")), _percent(r.get("label1_fraction"))])
+        view.add(
+            [
+                sig(r["b"]),
+                str(r["split"]),
+                _count(r.get("sequences")),
+                _used(r.get("sequences"), r["split"], limits(training)),
+                _count(r.get("steps")),
+                sig(r.get("mean_length")),
+                _percent(r.get("label1_fraction")),
+            ]
+        )
     return view
 
 
@@ -71,11 +109,25 @@ def timing_view(fits: pd.DataFrame, measurements: pd.DataFrame) -> TableView:
     """One row per timed model: its fit t = a n^p (a in seconds per batch of 20), r², the
     lengths and repeats it rests on, the highest load average while timing, the paper's fit
     beside it (the claimed model's rows), and why it cannot be trusted where that applies."""
-    view = TableView("timing-table", "Runtime scaling fits", [
-        ("task", "text"), ("data", "text"), ("model", "text"), ("a (s per batch)", ""), ("p", ""), ("r²", ""),
-        ("lengths n", ""), ("repeats per n", ""), ("load (1-min average, cores busy)", ""),
-        ("paper: a (s per batch, K40)", "paper"), ("paper: p", "paper"), ("paper: r²", "paper"),
-        ("can it be trusted?", "text")])
+    view = TableView(
+        "timing-table",
+        "Runtime scaling fits",
+        [
+            ("task", "text"),
+            ("data", "text"),
+            ("model", "text"),
+            ("a (s per batch)", ""),
+            ("p", ""),
+            ("r²", ""),
+            ("lengths n", ""),
+            ("repeats per n", ""),
+            ("load (1-min average, cores busy)", ""),
+            ("paper: a (s per batch, K40)", "paper"),
+            ("paper: p", "paper"),
+            ("paper: r²", "paper"),
+            ("can it be trusted?", "text"),
+        ],
+    )
     for r in fits.to_dict("records"):
         group = measurements
         for key in ("task", "dataset", "model"):
@@ -87,12 +139,28 @@ def timing_view(fits: pd.DataFrame, measurements: pd.DataFrame) -> TableView:
         note = r.get("note") if isinstance(r.get("note"), str) else trust_notes(per_n, r["r2"], repeats, load)
         theirs = paper.TIMING.get(r["task"], {}) if not pd.isna(r.get("paper_a", np.nan)) else {}
         points = r.get("points")
-        lengths = ("none timed" if points == 0 else
-                   f"{fmt(r['n_min'], 0)}–{fmt(r['n_max'], 0)}" + (f" ({points} lengths)" if points else ""))
-        view.add([str(r["task"]), str(r.get("dataset", "")), str(r["model"]), sig(r["a"]), sig(r["p"]),
-                  sig(r["r2"]), lengths, "–" if pd.isna(repeats) else str(int(repeats)), sig(load, 2),
-                  sig(theirs.get("a")), sig(theirs.get("p")), sig(theirs.get("r2")),
-                  Cell(note, bold=True) if note else Cell("no warning")])
+        lengths = (
+            "none timed"
+            if points == 0
+            else f"{fmt(r['n_min'], 0)}–{fmt(r['n_max'], 0)}" + (f" ({points} lengths)" if points else "")
+        )
+        view.add(
+            [
+                str(r["task"]),
+                str(r.get("dataset", "")),
+                str(r["model"]),
+                sig(r["a"]),
+                sig(r["p"]),
+                sig(r["r2"]),
+                lengths,
+                "–" if pd.isna(repeats) else str(int(repeats)),
+                sig(load, 2),
+                sig(theirs.get("a")),
+                sig(theirs.get("p")),
+                sig(theirs.get("r2")),
+                Cell(note, bold=True) if note else Cell("no warning"),
+            ]
+        )
     return view
 
 

@@ -88,7 +88,7 @@ def _excess(value, low, high) -> str:
 
 
 def _mean_sd(mean, sd, seeds, most: int) -> str:
-    """"mean ± sd" over the seeds; a cell that rests on fewer seeds than the table's most says
+    """ "mean ± sd" over the seeds; a cell that rests on fewer seeds than the table's most says
     how many (a diverged or unfinished seed must not pass for a whole row), one with none says so."""
     if not seeds or pd.isna(mean):
         return "no finished run"
@@ -101,14 +101,34 @@ def _digits(metric: str) -> int:
 
 
 def verdict_view(verdict: pd.DataFrame) -> TableView:
-    view = TableView("verdict-table", "Verdict: the paper's claims, as measured", [
-        ("claim", "text"), ("scale", "text"), ("seeds", ""), ("difference", ""), ("95% interval", ""),
-        ("interval covers", "text"), ("paper's difference", "paper"), ("verdict", "text")])
+    view = TableView(
+        "verdict-table",
+        "Verdict: the paper's claims, as measured",
+        [
+            ("claim", "text"),
+            ("scale", "text"),
+            ("seeds", ""),
+            ("difference", ""),
+            ("95% interval", ""),
+            ("interval covers", "text"),
+            ("paper's difference", "paper"),
+            ("verdict", "text"),
+        ],
+    )
     for r in verdict.itertuples():
         digits = _digits(r.metric)
-        view.add([r.claim, fmt(r.scale), f"{r.model_seeds} / {r.baseline_seeds}", _difference(r.difference, digits),
-                  _interval(r.low, r.high, digits, signed=True), r.interval, _difference(r.paper_difference, digits),
-                  Cell(r.verdict, bold=True)])
+        view.add(
+            [
+                r.claim,
+                fmt(r.scale),
+                f"{r.model_seeds} / {r.baseline_seeds}",
+                _difference(r.difference, digits),
+                _interval(r.low, r.high, digits, signed=True),
+                r.interval,
+                _difference(r.paper_difference, digits),
+                Cell(r.verdict, bold=True),
+            ]
+        )
     return view
 
 
@@ -128,8 +148,11 @@ def table1_models(table1: pd.DataFrame) -> list[tuple[str, str]]:
     from inn.models import model_with_role
 
     claimed, swept = model_with_role("claimed"), model_with_role("swept")
-    names = [c.removesuffix("_error") for c in table1.columns if c.endswith("_error")
-             and not c.startswith("paper_") and c not in (f"{claimed}_error", f"{swept}_error")]
+    names = [
+        c.removesuffix("_error")
+        for c in table1.columns
+        if c.endswith("_error") and not c.startswith("paper_") and c not in (f"{claimed}_error", f"{swept}_error")
+    ]
     shown = [name for name in names if table1[f"{name}_error"].notna().any()]
     return [(name, model_label(name)) for name in (claimed, *shown, swept)]
 
@@ -140,49 +163,105 @@ def table1_view(table1: pd.DataFrame) -> TableView:
     columns = [("b", ""), ("floor", "")]
     for _, name in models:
         columns += [(f"{name} error", ""), (f"{name} excess [95% CI]", "")]
-    columns += [(f"{blstm} size (best on dev)", ""),
-                ("parameters: " + " / ".join(name for _, name in models), ""),
-                ("ended by patience / cap", ""), (f"paper: {inn}", "paper"), (f"paper: {blstm}", "paper")]
+    columns += [
+        (f"{blstm} size (best on dev)", ""),
+        ("parameters: " + " / ".join(name for _, name in models), ""),
+        ("ended by patience / cap", ""),
+        (f"paper: {inn}", "paper"),
+        (f"paper: {blstm}", "paper"),
+    ]
     view = TableView("table1", "Table 1: biased random walks (per-step error)", columns)
     most = int(max(table1[f"{model}_seeds"].max() for model, _ in models)) if len(table1) else 0
     for r in table1.to_dict("records"):
         cells = [str(r["b"]), fmt(r["floor"])]
         for model, _ in models:
-            cells += [_mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"], most),
-                      _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"])]
+            cells += [
+                _mean_sd(r[f"{model}_error"], r[f"{model}_error_std"], r[f"{model}_seeds"], most),
+                _excess(r[f"{model}_excess"], r[f"{model}_excess_low"], r[f"{model}_excess_high"]),
+            ]
         largest = " (largest tried)" if r.get(f"{swept}_best_is_largest") is True else ""
-        cells += [fmt(r[f"{swept}_best_size"], 0) + largest,
-                  " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
-                  f"{r['ended_by_patience']} / {r['ended_by_cap']}", fmt(r[f"paper_{claimed}_error"]),
-                  fmt(r[f"paper_{swept}_error"])]
+        cells += [
+            fmt(r[f"{swept}_best_size"], 0) + largest,
+            " / ".join(_count(r[f"{model}_parameters"]) for model, _ in models),
+            f"{r['ended_by_patience']} / {r['ended_by_cap']}",
+            fmt(r[f"paper_{claimed}_error"]),
+            fmt(r[f"paper_{swept}_error"]),
+        ]
         view.add(cells)
     return view
 
 
 def table2_view(table2: pd.DataFrame) -> TableView:
-    view = TableView("table2", "Table 2: part-of-speech tagging (token accuracy, %)", [
-        ("corpus", "text"), ("model", "text"), ("accuracy", ""), ("sd over seeds", ""), ("per seed", "text"),
-        ("unseen-word accuracy", ""), ("seeds", ""), ("run", "text"), ("paper (WSJ)", "paper")])
+    view = TableView(
+        "table2",
+        "Table 2: part-of-speech tagging (token accuracy, %)",
+        [
+            ("corpus", "text"),
+            ("model", "text"),
+            ("accuracy", ""),
+            ("sd over seeds", ""),
+            ("per seed", "text"),
+            ("unseen-word accuracy", ""),
+            ("seeds", ""),
+            ("run", "text"),
+            ("paper (WSJ)", "paper"),
+        ],
+    )
     for r in table2.itertuples():
-        view.add([r.corpus, r.name, fmt(r.accuracy, 2), fmt(r.accuracy_std, 2), fmt(r.accuracies, 2),
-                  fmt(r.unseen_accuracy, 2), fmt(r.seeds), r.run, fmt(r.paper_wsj_accuracy, 2)],
-                 reported=r.run != "ours")
+        view.add(
+            [
+                r.corpus,
+                r.name,
+                fmt(r.accuracy, 2),
+                fmt(r.accuracy_std, 2),
+                fmt(r.accuracies, 2),
+                fmt(r.unseen_accuracy, 2),
+                fmt(r.seeds),
+                r.run,
+                fmt(r.paper_wsj_accuracy, 2),
+            ],
+            reported=r.run != "ours",
+        )
     return view
 
 
 def comparisons_view(comparisons: pd.DataFrame) -> TableView:
-    view = TableView("comparisons-table", "Paired comparisons", [
-        ("task", "text"), ("data", "text"), ("model", "text"), ("baseline", "text"), ("model", ""),
-        ("baseline", ""), ("difference", ""), ("95% interval", ""), ("interval covers", "text"),
-        ("test set only", ""), ("seeds", ""), ("distinguishable", "")])
+    view = TableView(
+        "comparisons-table",
+        "Paired comparisons",
+        [
+            ("task", "text"),
+            ("data", "text"),
+            ("model", "text"),
+            ("baseline", "text"),
+            ("model", ""),
+            ("baseline", ""),
+            ("difference", ""),
+            ("95% interval", ""),
+            ("interval covers", "text"),
+            ("test set only", ""),
+            ("seeds", ""),
+            ("distinguishable", ""),
+        ],
+    )
     for r in comparisons.itertuples():
         digits = _digits(r.metric)
-        view.add([r.task, r.dataset, r.model, "Bayes floor" if r.baseline == "bayes" else r.baseline,
-                  fmt(r.model_value, digits), fmt(r.baseline_value, digits),
-                  Cell(_difference(r.difference, digits), bold=bool(r.distinguishable)),
-                  _interval(r.low, r.high, digits, signed=True), r.interval,
-                  _interval(r.test_low, r.test_high, digits, signed=True), f"{r.model_seeds} / {r.baseline_seeds}",
-                  fmt(bool(r.distinguishable))])
+        view.add(
+            [
+                r.task,
+                r.dataset,
+                r.model,
+                "Bayes floor" if r.baseline == "bayes" else r.baseline,
+                fmt(r.model_value, digits),
+                fmt(r.baseline_value, digits),
+                Cell(_difference(r.difference, digits), bold=bool(r.distinguishable)),
+                _interval(r.low, r.high, digits, signed=True),
+                r.interval,
+                _interval(r.test_low, r.test_high, digits, signed=True),
+                f"{r.model_seeds} / {r.baseline_seeds}",
+                fmt(bool(r.distinguishable)),
+            ]
+        )
     return view
 
 
@@ -195,26 +274,54 @@ def runs_view(runs: pd.DataFrame) -> TableView:
     them, seconds per epoch) and the test solves that missed tol, so that a reader sees whether
     the budget let every model finish. runs.tsv holds what each run's metrics.json holds, so a
     column may be missing (a run from before it was recorded): its cell is "–"."""
-    view = TableView("runs-table", "Training runs", [
-        ("task", "text"), ("data", "text"), ("model", "text"), ("seeds", ""), ("parameters", ""),
-        ("epochs, per seed", ""), ("best epoch, per seed", ""), ("ended by patience / cap", ""),
-        ("s per epoch", ""), ("test solves missing tol", ""), ("device", "text")])
+    view = TableView(
+        "runs-table",
+        "Training runs",
+        [
+            ("task", "text"),
+            ("data", "text"),
+            ("model", "text"),
+            ("seeds", ""),
+            ("parameters", ""),
+            ("epochs, per seed", ""),
+            ("best epoch, per seed", ""),
+            ("ended by patience / cap", ""),
+            ("s per epoch", ""),
+            ("test solves missing tol", ""),
+            ("device", "text"),
+        ],
+    )
     for (task, dataset, model), group in runs.groupby(["task", "dataset", "model"], sort=False):
+
         def column(name: str) -> pd.Series:
             return group[name] if name in group else pd.Series(np.nan, index=group.index)
 
-        ended, seconds, missed = column("ended_by"), column("seconds_per_epoch").dropna(), column("nonconverged").dropna()
+        ended, seconds, missed = (
+            column("ended_by"),
+            column("seconds_per_epoch").dropna(),
+            column("nonconverged").dropna(),
+        )
         if seconds.empty:
             spent = "–"
         elif sig(seconds.min(), 2) == sig(seconds.max(), 2):
             spent = sig(seconds.min(), 2)
         else:
             spent = f"{sig(seconds.min(), 2)}-{sig(seconds.max(), 2)}"
-        view.add([task, dataset, model, str(len(group)), _count(column("parameters").iloc[0]),
-                  _per_seed(column("epochs")), _per_seed(column("best_epoch")),
-                  f"{(ended == 'patience').sum()} / {(ended == 'cap').sum()}" if ended.notna().any() else "–",
-                  spent, _count(missed.sum()) if not missed.empty else "–",
-                  ", ".join(sorted(set(column("device").dropna().astype(str)))) or "–"])
+        view.add(
+            [
+                task,
+                dataset,
+                model,
+                str(len(group)),
+                _count(column("parameters").iloc[0]),
+                _per_seed(column("epochs")),
+                _per_seed(column("best_epoch")),
+                f"{(ended == 'patience').sum()} / {(ended == 'cap').sum()}" if ended.notna().any() else "–",
+                spent,
+                _count(missed.sum()) if not missed.empty else "–",
+                ", ".join(sorted(set(column("device").dropna().astype(str)))) or "–",
+            ]
+        )
     return view
 
 
@@ -227,20 +334,44 @@ def cost_view(cost: pd.DataFrame) -> TableView:
     """One row per data set and model (``inn cost``): CPU hours to the best dev epoch and to the
     dev error of the best b-LSTM (the first epoch below it, and the epoch from which it stays
     below), beside the test error, per seed."""
-    view = TableView("cost-table", "What the error costs: CPU hours (one thread)", [
-        ("data", "text"), ("model", "text"), ("test error, mean", ""), ("CPU s / epoch, first-last", ""),
-        ("CPU h to best dev epoch, per seed", ""), ("best b-LSTM dev error", ""),
-        ("CPU h to first below it", ""), ("CPU h from which it stays below", "")])
+    view = TableView(
+        "cost-table",
+        "What the error costs: CPU hours (one thread)",
+        [
+            ("data", "text"),
+            ("model", "text"),
+            ("test error, mean", ""),
+            ("CPU s / epoch, first-last", ""),
+            ("CPU h to best dev epoch, per seed", ""),
+            ("best b-LSTM dev error", ""),
+            ("CPU h to first below it", ""),
+            ("CPU h from which it stays below", ""),
+        ],
+    )
     for (dataset, model), group in cost.groupby(["dataset", "model"], sort=False):
-        view.add([dataset, model, fmt(group.test_error.mean()),
-                  f"{sig(group.cpu_s_first_epoch.min(), 2)}-{sig(group.cpu_s_last_epoch.max(), 2)}",
-                  _hours(group.cpu_hours_to_best), fmt(group.target_dev.iloc[0]),
-                  _hours(group.cpu_hours_first_below), _hours(group.cpu_hours_stays_below)])
+        view.add(
+            [
+                dataset,
+                model,
+                fmt(group.test_error.mean()),
+                f"{sig(group.cpu_s_first_epoch.min(), 2)}-{sig(group.cpu_s_last_epoch.max(), 2)}",
+                _hours(group.cpu_hours_to_best),
+                fmt(group.target_dev.iloc[0]),
+                _hours(group.cpu_hours_first_below),
+                _hours(group.cpu_hours_stays_below),
+            ]
+        )
     return view
 
 
-VIEWS = {"verdict": verdict_view, "table1": table1_view, "table2": table2_view, "comparisons": comparisons_view,
-         "runs": runs_view, "cost": cost_view}
+VIEWS = {
+    "verdict": verdict_view,
+    "table1": table1_view,
+    "table2": table2_view,
+    "comparisons": comparisons_view,
+    "runs": runs_view,
+    "cost": cost_view,
+}
 
 
 def read_table(path: str | Path | None) -> pd.DataFrame:
@@ -264,19 +395,24 @@ def views(tables: str | Path) -> dict[str, TableView]:
             shown[name] = VIEWS[name](frame)
         except (KeyError, AttributeError) as error:  # a row lacks a column: r["x"] or r.x
             column = error.args[0] if isinstance(error, KeyError) else getattr(error, "name", error)
-            raise InnError(f"{Path(tables) / name}.tsv has no column {column!r}: an older inn collect wrote it; "
-                           "collect the runs again (inn collect --results ...)") from None
+            raise InnError(
+                f"{Path(tables) / name}.tsv has no column {column!r}: an older inn collect wrote it; "
+                "collect the runs again (inn collect --results ...)"
+            ) from None
     return shown
 
 
 def markdown(view: TableView) -> str:
     """The view as a Markdown (GitHub) table; bold cells in ``**``, pipes escaped."""
+
     def text(cell: Cell) -> str:
         value = cell.text.replace("|", "\\|")
         return f"**{value}**" if cell.bold and value else value
 
-    lines = ["| " + " | ".join(header for header, _ in view.columns) + " |",
-             "| " + " | ".join("---" for _ in view.columns) + " |"]
+    lines = [
+        "| " + " | ".join(header for header, _ in view.columns) + " |",
+        "| " + " | ".join("---" for _ in view.columns) + " |",
+    ]
     lines += ["| " + " | ".join(text(cell) for cell in row) + " |" for row in view.rows]
     return "\n".join(lines) + "\n"
 
@@ -290,12 +426,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", help="the Markdown file to write (default: standard output)")
     args = parser.parse_args(argv)
     if not Path(args.tables).is_dir():
-        raise InnError(f"{args.tables}: no such folder; give the folder inn collect wrote "
-                       "(results/tables in a workflow run)")
+        raise InnError(
+            f"{args.tables}: no such folder; give the folder inn collect wrote (results/tables in a workflow run)"
+        )
     shown = views(args.tables)
     if not shown:
-        raise InnError(f"{args.tables}: holds none of verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv, "
-                       "runs.tsv with rows; run inn collect (or the workflow's collect_tables) first")
+        raise InnError(
+            f"{args.tables}: holds none of verdict.tsv, table1.tsv, table2.tsv, comparisons.tsv, "
+            "runs.tsv with rows; run inn collect (or the workflow's collect_tables) first"
+        )
     text = "\n".join(f"### {view.title}\n\n{markdown(view)}" for view in shown.values())
     if args.out:
         with atomic_open(args.out, encoding="utf-8") as handle:

@@ -56,8 +56,8 @@ from inn.experiment.timing.benchmark_layers import (
     layer_config,
     load_layer_weights,
 )
-from inn.experiment.timing.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.experiment.timing.fits import fit_power_law, fitted_lengths, synchronize
+from inn.experiment.timing.peers import MISSING_NOTE, PEERS, available, peer_summary
 from inn.models import MODELS, bidirectional_baselines, model_with_role
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
@@ -178,7 +178,9 @@ def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float,
         else:
             hi = mid
     rho = apply(lo)
-    log.info("harder weights: recurrent matrices x %.3f -> spectral radius of dF/dH %.3f (target %.3f)", lo, rho, contraction)
+    log.info(
+        "harder weights: recurrent matrices x %.3f -> spectral radius of dF/dH %.3f (target %.3f)", lo, rho, contraction
+    )
     return lo
 
 
@@ -240,8 +242,13 @@ def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Te
     synchronize(device)
     out["forward_s"] = now() - start
     st = layer.last_stats.summary()
-    out.update(newton_mean=st["iterations_mean"], krylov_mean=st["krylov_mean"],
-               function_evals=st["function_evals"], residual_max=st["residual_max"], failed=st["failed"])
+    out.update(
+        newton_mean=st["iterations_mean"],
+        krylov_mean=st["krylov_mean"],
+        function_evals=st["function_evals"],
+        residual_max=st["residual_max"],
+        failed=st["failed"],
+    )
     start = now()
     forward_backward()
     synchronize(device)
@@ -273,8 +280,9 @@ def _trained(args: argparse.Namespace, device: torch.device) -> tuple[tuple | No
 
         model, meta = load_checkpoint(args.checkpoint, device=device)
         if not getattr(getattr(model, "config", None), "implicit", False):
-            raise InnError(f"{args.checkpoint} is not an implicit model's checkpoint: --data needs a whole "
-                           "trained implicit model")
+            raise InnError(
+                f"{args.checkpoint} is not an implicit model's checkpoint: --data needs a whole trained implicit model"
+            )
         real_inputs = realistic_inputs(model, meta, args.data, args.batch, device, args.seed)
     return load_layer_weights(args.checkpoint, args.prefix, args.model), real_inputs
 
@@ -316,8 +324,17 @@ def run(args: argparse.Namespace) -> list[Row]:
             if real_inputs is not None and weights == "checkpoint":
                 xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
             target = torch.randn(args.batch, n, base.output_size, generator=gen).to(device=device, dtype=dtype)
-            common = dict(weights=weights, hidden=k, n=n, batch=args.batch, device=str(device), dtype=args.dtype,
-                          threads=torch.get_num_threads(), clock=args.clock, repeats=args.repeats)
+            common = dict(
+                weights=weights,
+                hidden=k,
+                n=n,
+                batch=args.batch,
+                device=str(device),
+                dtype=args.dtype,
+                threads=torch.get_num_threads(),
+                clock=args.clock,
+                repeats=args.repeats,
+            )
             closures: dict[str, Callable[[], object]] = {}
             row_of: dict[str, Row] = {}
             exact = _exact_gradient(base, xi, mask, target, args.tol)
@@ -360,14 +377,26 @@ def run(args: argparse.Namespace) -> list[Row]:
                     row.forward_s = times[name + "/fwd"]
                     row.forward_backward_s = times.get(name + "/fb", float("nan"))
                 rows.append(row)
-                log.info("%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
-                         weights, k, n, name, row.forward_s, row.forward_backward_s, row.newton_mean,
-                         row.krylov_mean, row.residual_max, row.failed, row.note)
+                log.info(
+                    "%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
+                    weights,
+                    k,
+                    n,
+                    name,
+                    row.forward_s,
+                    row.forward_backward_s,
+                    row.newton_mean,
+                    row.krylov_mean,
+                    row.residual_max,
+                    row.failed,
+                    row.note,
+                )
     return rows
 
 
-def _add_peer(name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict,
-              slow: set[str]) -> None:
+def _add_peer(
+    name: str, layer, xi, mask, target, args, row_of: dict, closures: dict, common: dict, slow: set[str]
+) -> None:
     """A TorchDEQ row (:mod:`inn.experiment.timing.peers`) on the same layer weights and batch as ours; like
     ours, timed once (its forward; the IFT row's backward is then not timed) and skipped at
     longer n when one run exceeds the --max-seconds share."""
@@ -431,8 +460,9 @@ def jvp_variants(args: argparse.Namespace) -> list[dict]:
             "double_backward_jvp": double_backward,
         }
         with torch.no_grad():
-            times = _time_interleaved({name: fns[name] for name in fns if name != "double_backward_jvp"},
-                                      args.repeats, device, args.clock)
+            times = _time_interleaved(
+                {name: fns[name] for name in fns if name != "double_backward_jvp"}, args.repeats, device, args.clock
+            )
         times.update(_time_interleaved({"double_backward_jvp": double_backward}, args.repeats, device, args.clock))
         for name, seconds in times.items():
             out.append({"cell": cell, "hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
@@ -455,8 +485,14 @@ def fits(rows: list[Row]) -> list[dict]:
             a, p, r2 = fit_power_law(ns, times)
             # the lengths fitted: a method skipped at long n is fitted on the short ones only
             fitted = [n for n, kept in zip(ns, fitted_lengths(ns, times)) if kept]
-            entry.update({f"{column}_a": a, f"{column}_p": p, f"{column}_r2": r2,
-                          f"{column}_n": f"{min(fitted)}-{max(fitted)}" if fitted else ""})
+            entry.update(
+                {
+                    f"{column}_a": a,
+                    f"{column}_p": p,
+                    f"{column}_r2": r2,
+                    f"{column}_n": f"{min(fitted)}-{max(fitted)}" if fitted else "",
+                }
+            )
         if math.isfinite(entry["forward_s_p"]) or math.isfinite(entry["forward_backward_s_p"]):
             out.append(entry)
     return out
@@ -469,26 +505,34 @@ def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
     buf = io.StringIO()
     baselines = bidirectional_baselines()
     ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in baselines.values()}
-    buf.write(f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
-              f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n")
+    buf.write(
+        f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
+        f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n"
+    )
     for r in rows:
         g = ref.get((baselines.get(r.cell, model_with_role("timing_reference")), r.weights, r.hidden, r.n))
         ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
-        buf.write(f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
-                  f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
-                  f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
-                  f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
-                  f"{'  ' + r.note if r.note else ''}\n")
+        buf.write(
+            f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
+            f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
+            f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
+            f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
+            f"{'  ' + r.note if r.note else ''}\n"
+        )
     if not fit_rows:  # one length: nothing to fit
         return buf.getvalue()
     buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
-    buf.write(f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} {'fwd n':>7} "
-              f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6} {'f+b n':>7}\n")
+    buf.write(
+        f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} {'fwd n':>7} "
+        f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6} {'f+b n':>7}\n"
+    )
     for f in fit_rows:
-        buf.write(f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
-                  f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_s_n']:>7} "
-                  f"{f['forward_backward_s_a']:>9.2e} {f['forward_backward_s_p']:>6.2f} "
-                  f"{f['forward_backward_s_r2']:>6.3f} {f['forward_backward_s_n']:>7}\n")
+        buf.write(
+            f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
+            f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_s_n']:>7} "
+            f"{f['forward_backward_s_a']:>9.2e} {f['forward_backward_s_p']:>6.2f} "
+            f"{f['forward_backward_s_r2']:>6.3f} {f['forward_backward_s_n']:>7}\n"
+        )
     return buf.getvalue()
 
 
@@ -501,47 +545,94 @@ def write_rows(path: str | Path, rows: list[Row]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inn benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hidden", type=positive_int, nargs="+", default=[200, 448], help="hidden sizes k")
-    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n")
+    parser.add_argument(
+        "--lengths", type=positive_int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n"
+    )
     parser.add_argument("--batch-size", dest="batch", type=positive_int, default=20, help="sequences per batch")
-    parser.add_argument("--methods", nargs="+", default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
-                        help=f"implicit methods: {', '.join(METHODS)}")
-    parser.add_argument("--peers", nargs="*", default=None,
-                        help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
-                             "installed, none without it; --peers alone: none): " + ", ".join(PEERS))
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["paper", "newton_krylov", "anderson", "fixed_point", "newton_direct"],
+        help=f"implicit methods: {', '.join(METHODS)}",
+    )
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        default=None,
+        help="TorchDEQ rows on the same systems (default: all of them when torchdeq is "
+        "installed, none without it; --peers alone: none): " + ", ".join(PEERS),
+    )
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument("--tol", type=positive_float, default=1e-4, help="relative residual every solve must reach")
-    parser.add_argument("--harder", type=positive_float, nargs="*", default=[0.84],
-                        help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
-                             "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)")
-    parser.add_argument("--model", help="the implicit model of the registry whose layer is timed (default: the "
-                                        "checkpoint's, else the INN; one's own: with --import MODULE)")
-    parser.add_argument("--checkpoint", help="a trained implicit model's checkpoint, or a state_dict of --model's layer")
-    parser.add_argument("--prefix", default="", help="key prefix of the layer inside a state_dict file; "
-                        "without it, the file's one layer of --model")
-    parser.add_argument("--data", help="with a whole implicit model's checkpoint: its prepared data folder; the trained layer is then "
-                                       "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise")
+    parser.add_argument(
+        "--harder",
+        type=positive_float,
+        nargs="*",
+        default=[0.84],
+        help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
+        "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)",
+    )
+    parser.add_argument(
+        "--model",
+        help="the implicit model of the registry whose layer is timed (default: the "
+        "checkpoint's, else the INN; one's own: with --import MODULE)",
+    )
+    parser.add_argument(
+        "--checkpoint", help="a trained implicit model's checkpoint, or a state_dict of --model's layer"
+    )
+    parser.add_argument(
+        "--prefix",
+        default="",
+        help="key prefix of the layer inside a state_dict file; without it, the file's one layer of --model",
+    )
+    parser.add_argument(
+        "--data",
+        help="with a whole implicit model's checkpoint: its prepared data folder; the trained layer is then "
+        "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise",
+    )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=positive_int, default=5)
-    parser.add_argument("--max-seconds", type=positive_float, default=60.0,
-                        help="budget per method and (weights, k, n): a method whose forward+backward takes over "
-                             "max-seconds / (repeats + 1) is timed once and skipped at longer n")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
-    parser.add_argument("--clock", choices=["wall", "process"], default="wall",
-                        help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
-                             "busy machine: it measures work, not the neighbours' load)")
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=60.0,
+        help="budget per method and (weights, k, n): a method whose forward+backward takes over "
+        "max-seconds / (repeats + 1) is timed once and skipped at longer n",
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "process"],
+        default="wall",
+        help="wall time, or this process's CPU time (CPU only; use with --threads 1 on a "
+        "busy machine: it measures work, not the neighbours' load)",
+    )
     parser.add_argument("--seed", type=at_least(0), default=1)
-    parser.add_argument("--jvp-only", action="store_true",
-                        help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="with --checkpoint of a whole trained implicit model: per training batch (its own loss, "
-                             "fresh walks or dev windows) the forward and adjoint iterations, limit hits, F evaluations, "
-                             "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
-                             "(inn.experiment.timing.breakdown)")
+    parser.add_argument(
+        "--jvp-only",
+        action="store_true",
+        help="only time F, the analytic J V / J^T V, torch.func.jvp and the double-backward trick",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="with --checkpoint of a whole trained implicit model: per training batch (its own loss, "
+        "fresh walks or dev windows) the forward and adjoint iterations, limit hits, F evaluations, "
+        "Jacobian products and time split into solve / F / adjoint / rest, beside --baselines "
+        "(inn.experiment.timing.breakdown)",
+    )
     parser.add_argument("--batches", type=positive_int, default=5, help="--breakdown: batches per length")
-    parser.add_argument("--fallback", choices=["none", "float64", "direct"],
-                        help="--breakdown: the model's adjoint with this backward_fallback (none: off; default: as "
-                             "trained, else the layer's float64)")
+    parser.add_argument(
+        "--fallback",
+        choices=["none", "float64", "direct"],
+        help="--breakdown: the model's adjoint with this backward_fallback (none: off; default: as "
+        "trained, else the layer's float64)",
+    )
     parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
     parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
     return parser
@@ -577,7 +668,10 @@ def main(argv: list[str] | None = None) -> None:
         variants = jvp_variants(args)
         write_tsv(args.out, pd.DataFrame(variants))
         for v in variants:
-            print(f"{v['cell']:<4} k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} {v['seconds'] * 1e3:8.2f} ms")
+            print(
+                f"{v['cell']:<4} k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} "
+                f"{v['seconds'] * 1e3:8.2f} ms"
+            )
         return
     rows = run(args)
     fit_rows = fits(rows)

@@ -58,8 +58,10 @@ def benchmarked_model(name: str | None) -> str:
     """The registry's implicit model ``name`` (default: the ``claimed`` one, the INN)."""
     name = name or model_with_role("claimed")
     if name not in implicit_models():
-        raise InnError(f"--model {name}: not an implicit model of the registry; use one of "
-                       f"{', '.join(implicit_models())}, or --import the module that registers yours")
+        raise InnError(
+            f"--model {name}: not an implicit model of the registry; use one of "
+            f"{', '.join(implicit_models())}, or --import the module that registers yours"
+        )
     return name
 
 
@@ -70,8 +72,9 @@ def layer_config(model: str, hidden: int, input_size: int) -> ModelConfig:
     return ModelConfig(task=task, kind=model, hidden_size=hidden, num_classes=2, input_dim=input_size)
 
 
-def build_layer(cfg: ModelConfig, input_size: int, solver: str = "anderson",
-                options: dict[str, Any] | None = None) -> nn.Module:
+def build_layer(
+    cfg: ModelConfig, input_size: int, solver: str = "anderson", options: dict[str, Any] | None = None
+) -> nn.Module:
     """``cfg``'s implicit layer solved by ``solver`` with ``options`` (the trained model's
     own solver options are not kept: every method brings its own)."""
     return recurrent_layer(dataclasses.replace(cfg, solver=solver, solver_options=dict(options or {})), input_size)
@@ -91,8 +94,9 @@ def _read(path: str | Path) -> object:
         raise InnError(f"cannot read checkpoint {path} ({torch_load_problem(path, exc)}): {fix}") from None
 
 
-def load_layer_weights(path: str | Path, prefix: str = "", model: str | None = None
-                       ) -> tuple[ModelConfig, int, dict[str, torch.Tensor]]:
+def load_layer_weights(
+    path: str | Path, prefix: str = "", model: str | None = None
+) -> tuple[ModelConfig, int, dict[str, torch.Tensor]]:
     """A trained implicit layer from a file: ``(config, input size, state_dict)``.
 
     A whole checkpoint (``inn train``'s) is read through the model config it stores, whatever
@@ -110,22 +114,33 @@ def load_layer_weights(path: str | Path, prefix: str = "", model: str | None = N
     if not isinstance(state, dict):
         raise InnError(f"{path} holds no state_dict (expected a dict of tensors or a dict with 'model')")
     keys = _layer_keys(model)
-    found = sorted({head for key in state for name in keys if key.endswith(name) for head in [key[: -len(name)]]
-                    if (not head or head.endswith(".")) and all(head + other in state for other in keys)})
+    found = sorted(
+        {
+            head
+            for key in state
+            for name in keys
+            if key.endswith(name)
+            for head in [key[: -len(name)]]
+            if (not head or head.endswith(".")) and all(head + other in state for other in keys)
+        }
+    )
     if prefix and not prefix.endswith("."):
         prefix += "."
     if not prefix and "" not in found and len(found) == 1:
         prefix = found[0]  # one layer in the file (a trained model's is under "rnn.")
     if prefix not in found:
         hint = f"; {model} layers found under {', '.join(repr(f) for f in found)}" if found else ""
-        raise InnError(f"{path} has no {model} layer weights under prefix {prefix!r}{hint}: give one of them with "
-                       f"--prefix, or the model they are of with --model ({', '.join(implicit_models())})")
+        raise InnError(
+            f"{path} has no {model} layer weights under prefix {prefix!r}{hint}: give one of them with "
+            f"--prefix, or the model they are of with --model ({', '.join(implicit_models())})"
+        )
     picked = {name: state[prefix + name] for name in keys}
     return (*_sizes(model, picked, path), picked)
 
 
-def _whole_model(payload: dict, path: str | Path, prefix: str, model: str | None
-                 ) -> tuple[ModelConfig, int, dict[str, torch.Tensor]]:
+def _whole_model(
+    payload: dict, path: str | Path, prefix: str, model: str | None
+) -> tuple[ModelConfig, int, dict[str, torch.Tensor]]:
     from inn.checkpoints import model_from_payload
 
     labeller, _ = model_from_payload(payload, path)
@@ -153,5 +168,7 @@ def _sizes(model: str, state: dict[str, torch.Tensor], path: str | Path) -> tupl
                 continue
             if {name: tuple(value.shape) for name, value in layer.state_dict().items()} == want:
                 return cfg, input_size
-    raise InnError(f"{path}: the weights' shapes fit no size of a {model} layer: give the model they are of "
-                   f"with --model ({', '.join(implicit_models())})")
+    raise InnError(
+        f"{path}: the weights' shapes fit no size of a {model} layer: give the model they are of "
+        f"with --model ({', '.join(implicit_models())})"
+    )

@@ -112,8 +112,7 @@ class _Clock:
         return timed
 
 
-def fixture_batches(path: str, n: int, count: int,
-                    device: str | torch.device = "cpu") -> tuple[Any, dict, list[dict]]:
+def fixture_batches(path: str, n: int, count: int, device: str | torch.device = "cpu") -> tuple[Any, dict, list[dict]]:
     """A trained walks model read from ``path`` on ``device``, in training mode, and ``count``
     fresh training batches of 20 walks of exactly n steps (seed 1 on, on the device): what the
     hard-systems measurements in archive/hard_systems feed a checkpoint.
@@ -204,14 +203,24 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     spent = {name: timer.spent.get(name, 0.0) for name in ("solve", "adjoint", "F")}
     F_s = spent["F"] + F_backward
     return dict(
-        forward_mean=float(fs.newton_iterations.float().mean()), forward_max=int(fs.newton_iterations.max()),
-        forward_limit=limit_hits(fs), forward_codes=code_summary(fs.code),
-        forward_fallback=int(fs.extra.get("fallback", 0)), forward_homotopy=int(fs.extra.get("homotopy", 0)),
-        adjoint_mean=float(bs.newton_iterations.float().mean()), adjoint_max=int(bs.newton_iterations.max()),
-        adjoint_limit=limit_hits(bs), adjoint_codes=code_summary(bs.code),
-        adjoint_fallback=int(bs.extra.get("fallback", 0)), adjoint_solver=method,
-        function_evals=int(fs.function_evals) + 1, jacobian_products=int(fs.jacobian_products + bs.jacobian_products),
-        total_s=total, solve_s=spent["solve"], F_s=F_s, adjoint_s=spent["adjoint"],
+        forward_mean=float(fs.newton_iterations.float().mean()),
+        forward_max=int(fs.newton_iterations.max()),
+        forward_limit=limit_hits(fs),
+        forward_codes=code_summary(fs.code),
+        forward_fallback=int(fs.extra.get("fallback", 0)),
+        forward_homotopy=int(fs.extra.get("homotopy", 0)),
+        adjoint_mean=float(bs.newton_iterations.float().mean()),
+        adjoint_max=int(bs.newton_iterations.max()),
+        adjoint_limit=limit_hits(bs),
+        adjoint_codes=code_summary(bs.code),
+        adjoint_fallback=int(bs.extra.get("fallback", 0)),
+        adjoint_solver=method,
+        function_evals=int(fs.function_evals) + 1,
+        jacobian_products=int(fs.jacobian_products + bs.jacobian_products),
+        total_s=total,
+        solve_s=spent["solve"],
+        F_s=F_s,
+        adjoint_s=spent["adjoint"],
         rest_s=max(total - spent["solve"] - F_s - spent["adjoint"], 0.0),
     )
 
@@ -233,8 +242,10 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
     device = torch.device(args.device)
     model, meta = load_checkpoint(args.checkpoint, device=device)
     if not isinstance(getattr(model, "rnn", None), ImplicitSequence):
-        raise InnError(f"{args.checkpoint} is not an implicit model's checkpoint: --breakdown needs a whole trained "
-                       "inn or inn_lstm model")
+        raise InnError(
+            f"{args.checkpoint} is not an implicit model's checkpoint: --breakdown needs a whole trained "
+            "inn or inn_lstm model"
+        )
     dtype = getattr(torch, args.dtype)
     model.to(dtype=dtype).train()
     if getattr(args, "fallback", None):  # the adjoint's float64 fallback (inn.nn.implicit_function)
@@ -245,15 +256,31 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
     make = training_batches(model, meta, args.data, args.batch, args.seed)
     now = time.process_time if args.clock == "process" else time.perf_counter
     rows = []
-    batch_costs(model, {key: value.to(device=device, dtype=dtype) if value.dtype.is_floating_point else value.to(device)
-                        for key, value in make(min(args.lengths)).items()}, normalise, args.clock)  # warm-up
+    batch_costs(
+        model,
+        {
+            key: value.to(device=device, dtype=dtype) if value.dtype.is_floating_point else value.to(device)
+            for key, value in make(min(args.lengths)).items()
+        },
+        normalise,
+        args.clock,
+    )  # warm-up
     for n in args.lengths:
         for index in range(args.batches):
-            batch = {key: value.to(device=device, dtype=dtype) if value.dtype.is_floating_point else value.to(device)
-                     for key, value in make(n).items()}
+            batch = {
+                key: value.to(device=device, dtype=dtype) if value.dtype.is_floating_point else value.to(device)
+                for key, value in make(n).items()
+            }
             costs = batch_costs(model, batch, normalise, args.clock)
-            row = BatchRow(n=n, batch_index=index, batch=args.batch, hidden=k, threads=torch.get_num_threads(),
-                           clock=args.clock, **costs)
+            row = BatchRow(
+                n=n,
+                batch_index=index,
+                batch=args.batch,
+                hidden=k,
+                threads=torch.get_num_threads(),
+                clock=args.clock,
+                **costs,
+            )
             with torch.no_grad():
                 xi = model.encoder(batch)
             for kind in args.baselines:
@@ -268,9 +295,19 @@ def run_breakdown(args: argparse.Namespace, baseline_closures: Callable) -> list
                     times.append(now() - start)
                 setattr(row, f"bi{kind}_s", min(times))
             rows.append(row)
-            log.info("n=%d batch %d: forward %.1f (max %d, %d at limit) adjoint %.1f (max %d, %d at limit %s) "
-                     "total %.3fs", n, index, row.forward_mean, row.forward_max, row.forward_limit, row.adjoint_mean,
-                     row.adjoint_max, row.adjoint_limit, row.adjoint_codes, row.total_s)
+            log.info(
+                "n=%d batch %d: forward %.1f (max %d, %d at limit) adjoint %.1f (max %d, %d at limit %s) total %.3fs",
+                n,
+                index,
+                row.forward_mean,
+                row.forward_max,
+                row.forward_limit,
+                row.adjoint_mean,
+                row.adjoint_max,
+                row.adjoint_limit,
+                row.adjoint_codes,
+                row.total_s,
+            )
     return rows
 
 
@@ -280,19 +317,27 @@ def summary_table(rows: list[BatchRow]) -> str:
     (``fb``), F evaluations, J products, the time split and the ratio of the mean total to each
     baseline's."""
     frame = pd.DataFrame([asdict(r) for r in rows])
-    lines = [f"{'n':>4} {'batches':>7} {'fwd it':>6} {'fwd max':>7} {'fwd lim':>7} {'ffb':>4} {'hom':>4} {'adj it':>6} {'adj max':>7} "
-             f"{'adj lim':>7} {'fb':>4} {'F':>6} {'JP':>6} {'total s':>8} {'solve':>6} {'F s':>6} {'adjoint':>7} {'rest':>6} "
-             f"{'x BiGRU':>7} {'x BiLSTM':>8}"]
+    lines = [
+        f"{'n':>4} {'batches':>7} {'fwd it':>6} {'fwd max':>7} {'fwd lim':>7} {'ffb':>4} {'hom':>4} "
+        f"{'adj it':>6} {'adj max':>7} {'adj lim':>7} {'fb':>4} {'F':>6} {'JP':>6} {'total s':>8} {'solve':>6} "
+        f"{'F s':>6} {'adjoint':>7} {'rest':>6} "
+        f"{'x BiGRU':>7} {'x BiLSTM':>8}"
+    ]
     for n, g in frame.groupby("n", sort=False):
         total = g.total_s.mean()
-        ratio = {kind: total / g[f"bi{kind}_s"].mean() if g[f"bi{kind}_s"].notna().any() else float("nan")
-                 for kind in ("gru", "lstm")}
-        lines.append(f"{n:>4} {len(g):>7} {g.forward_mean.mean():>6.1f} {g.forward_max.max():>7} "
-                     f"{g.forward_limit.sum():>7} {g.forward_fallback.sum():>4} {g.forward_homotopy.sum():>4} "
-                     f"{g.adjoint_mean.mean():>6.1f} {g.adjoint_max.max():>7} "
-                     f"{g.adjoint_limit.sum():>7} {g.adjoint_fallback.sum():>4} {g.function_evals.mean():>6.1f} {g.jacobian_products.mean():>6.1f} "
-                     f"{total:>8.3f} {g.solve_s.mean():>6.3f} {g.F_s.mean():>6.3f} {g.adjoint_s.mean():>7.3f} "
-                     f"{g.rest_s.mean():>6.3f} {ratio['gru']:>7.1f} {ratio['lstm']:>8.1f}")
+        ratio = {
+            kind: total / g[f"bi{kind}_s"].mean() if g[f"bi{kind}_s"].notna().any() else float("nan")
+            for kind in ("gru", "lstm")
+        }
+        lines.append(
+            f"{n:>4} {len(g):>7} {g.forward_mean.mean():>6.1f} {g.forward_max.max():>7} "
+            f"{g.forward_limit.sum():>7} {g.forward_fallback.sum():>4} {g.forward_homotopy.sum():>4} "
+            f"{g.adjoint_mean.mean():>6.1f} {g.adjoint_max.max():>7} "
+            f"{g.adjoint_limit.sum():>7} {g.adjoint_fallback.sum():>4} {g.function_evals.mean():>6.1f} "
+            f"{g.jacobian_products.mean():>6.1f} "
+            f"{total:>8.3f} {g.solve_s.mean():>6.3f} {g.F_s.mean():>6.3f} {g.adjoint_s.mean():>7.3f} "
+            f"{g.rest_s.mean():>6.3f} {ratio['gru']:>7.1f} {ratio['lstm']:>8.1f}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -62,8 +62,13 @@ def fitted_lengths(n: Iterable[float], t: Iterable[float]) -> np.ndarray:
 MIN_R2 = 0.9
 
 
-def trust_notes(times: pd.Series, r2: float = float("nan"), repeats: float = float("nan"),
-                load: float = float("nan"), cores: int | None = None) -> str:
+def trust_notes(
+    times: pd.Series,
+    r2: float = float("nan"),
+    repeats: float = float("nan"),
+    load: float = float("nan"),
+    cores: int | None = None,
+) -> str:
     """Why timings (``times``: fastest seconds per length n, indexed by n) or a power law fitted
     to them cannot be trusted: an r² below :data:`MIN_R2`, one repeat per length, a time that
     falls as n grows (noise larger than the effect), a machine loaded beyond its cores while
@@ -74,8 +79,11 @@ def trust_notes(times: pd.Series, r2: float = float("nan"), repeats: float = flo
     if repeats == 1:
         notes.append("one repeat per length")
     times = times.dropna().sort_index()
-    falling = [int(n) for n, before, after in zip(times.index[1:], times.values[:-1], times.values[1:])
-               if after < 0.95 * before]
+    falling = [
+        int(n)
+        for n, before, after in zip(times.index[1:], times.values[:-1], times.values[1:])
+        if after < 0.95 * before
+    ]
     if falling:
         notes.append(f"time falls as n grows (at n = {', '.join(map(str, falling))})")
     cores = cores or available_cores()
@@ -95,14 +103,23 @@ def _solver_columns(stats) -> dict:
     if stats is None:
         return {}
     summary = stats.summary()
-    return {"newton_iters": summary["iterations_mean"], "krylov_iters": summary["krylov_mean"],
-            "residual": summary["residual_max"], "failed": summary["failed"]}
+    return {
+        "newton_iters": summary["iterations_mean"],
+        "krylov_iters": summary["krylov_mean"],
+        "residual": summary["residual_max"],
+        "failed": summary["failed"],
+    }
 
 
 @torch.no_grad()
-def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[int], tuple[Tensor, Tensor]],
-            lengths: Iterable[int], repeats: int = 3, device: torch.device | str = "cpu",
-            stats: Callable[[], object] | None = None) -> pd.DataFrame:
+def measure(
+    hidden: Callable[[Tensor, Tensor], Tensor],
+    make_inputs: Callable[[int], tuple[Tensor, Tensor]],
+    lengths: Iterable[int],
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    stats: Callable[[], object] | None = None,
+) -> pd.DataFrame:
     """Time ``hidden(xi, mask)`` on inputs of each length (one warm-up call per length).
 
     Args:
@@ -130,8 +147,15 @@ def measure(hidden: Callable[[Tensor, Tensor], Tensor], make_inputs: Callable[[i
             hidden(xi, mask)
             synchronize(device)
             seconds = time.perf_counter() - start
-            rows.append({"n": n, "repeat": repeat, "seconds": seconds, "load": load,
-                         **_solver_columns(stats() if stats else None)})
+            rows.append(
+                {
+                    "n": n,
+                    "repeat": repeat,
+                    "seconds": seconds,
+                    "load": load,
+                    **_solver_columns(stats() if stats else None),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -152,10 +176,20 @@ def fit_table(measurements: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         fitted = per_n.index[fitted_lengths(per_n.index, per_n.values)]
         key = key if isinstance(key, tuple) else (key,)
         # the lengths the fit used, not every length tried (a skipped one has no time)
-        rows.append({**dict(zip(by, key)), "a": a, "p": p, "r2": r2, "points": len(fitted),
-                     "n_min": int(fitted.min()) if len(fitted) else None,
-                     "n_max": int(fitted.max()) if len(fitted) else None, "repeats": repeats, "load": load,
-                     "note": trust_notes(per_n, r2, repeats, load)})
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "a": a,
+                "p": p,
+                "r2": r2,
+                "points": len(fitted),
+                "n_min": int(fitted.min()) if len(fitted) else None,
+                "n_max": int(fitted.max()) if len(fitted) else None,
+                "repeats": repeats,
+                "load": load,
+                "note": trust_notes(per_n, r2, repeats, load),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -216,8 +250,10 @@ def walk_bias(data: str | os.PathLike) -> float:
     if b is None and named:
         b = float(named.group(1))
     if isinstance(b, bool) or not isinstance(b, (int, float)):
-        raise InnError(f"{data} records no walk bias b (no prepared.json or walk files that say it): give the "
-                       "folder `inn generate-walks` wrote, or generate the walks again")
+        raise InnError(
+            f"{data} records no walk bias b (no prepared.json or walk files that say it): give the "
+            "folder `inn generate-walks` wrote, or generate the walks again"
+        )
     return float(b)
 
 
@@ -238,12 +274,19 @@ def realistic_inputs(model, meta: dict, data: str, batch_size: int, device: torc
     return detached
 
 
-def time_checkpoint(checkpoint: str, data: str, lengths: list[int], repeats: int = 3,
-                    batch_size: int = 20, device: str = "auto", seed: int = 0) -> pd.DataFrame:
+def time_checkpoint(
+    checkpoint: str,
+    data: str,
+    lengths: list[int],
+    repeats: int = 3,
+    batch_size: int = 20,
+    device: str = "auto",
+    seed: int = 0,
+) -> pd.DataFrame:
     """Time a trained model's hidden states on realistic inputs of each length
     (:func:`realistic_inputs`)."""
-    from inn.device import resolve_device
     from inn.checkpoints import load_checkpoint
+    from inn.device import resolve_device
 
     device = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, device=device)
@@ -270,8 +313,9 @@ def time_model_main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--out", required=True, help="TSV of measurements")
     args = parser.parse_args(argv)
-    frame = time_checkpoint(args.checkpoint, args.data, args.lengths, args.repeats, args.batch_size,
-                            args.device, args.seed)
+    frame = time_checkpoint(
+        args.checkpoint, args.data, args.lengths, args.repeats, args.batch_size, args.device, args.seed
+    )
     write_tsv(args.out, frame)
     for n, group in frame.groupby("n"):
         log.info("n=%d: %.4f s per batch", n, group.seconds.mean())
@@ -285,13 +329,22 @@ def fit_timing_main(argv: list[str]) -> None:
     parser.add_argument("inputs", nargs="*", help="per-model measurement TSVs")
     args = parser.parse_intermixed_args(argv)  # IN --out OUT IN: inputs after the options too
     frames = [read_tsv(p) for p in args.inputs]
-    measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["task", "dataset", "model", "n", "seconds"])
-    fits = fit_table(measurements, ["task", "dataset", "model"]) if frames else pd.DataFrame(
-        columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max", "repeats", "load", "note"])
+    measurements = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["task", "dataset", "model", "n", "seconds"])
+    )
+    fits = (
+        fit_table(measurements, ["task", "dataset", "model"])
+        if frames
+        else pd.DataFrame(
+            columns=["task", "dataset", "model", "a", "p", "r2", "points", "n_min", "n_max", "repeats", "load", "note"]
+        )
+    )
     claimed = model_with_role("claimed")  # the paper fitted its INN's times
     for column in ("a", "p"):
-        fits[f"paper_{column}"] = [paper.TIMING.get(t, {}).get(column) if m == claimed else None
-                                   for t, m in zip(fits.task, fits.model)]
+        fits[f"paper_{column}"] = [
+            paper.TIMING.get(t, {}).get(column) if m == claimed else None for t, m in zip(fits.task, fits.model)
+        ]
     write_tsv(args.measurements, measurements)
     write_tsv(args.out, fits)

@@ -43,8 +43,11 @@ PEER_SOLVERS = {
 IFT = "torchdeq_ift"
 PEERS = (*PEER_SOLVERS, IFT)
 #: iteration limits: our own solvers' (Broyden's is a quasi-Newton method: Anderson's limit)
-MAX_ITER = {"anderson": SOLVERS["anderson"].max_iter, "broyden": SOLVERS["anderson"].max_iter,
-            "fixed_point_iter": SOLVERS["fixed_point"].max_iter}
+MAX_ITER = {
+    "anderson": SOLVERS["anderson"].max_iter,
+    "broyden": SOLVERS["anderson"].max_iter,
+    "fixed_point_iter": SOLVERS["fixed_point"].max_iter,
+}
 #: the note a run without TorchDEQ prints instead of the peer rows
 MISSING_NOTE = "TorchDEQ peers skipped: torchdeq is not installed (pip install -e '.[peers]')"
 
@@ -112,8 +115,11 @@ class Peer:
         x = self.xi.detach().requires_grad_(True)
         X = layer.input_terms(x)
         H, _ = self._solve(self.system.F)
-        ift = backward_factory("ift", b_solver=self._backward_solver(record),
-                               b_solver_kwargs=dict(max_iter=MAX_ITER["anderson"], tol=self.tol, stop_mode="rel"))
+        ift = backward_factory(
+            "ift",
+            b_solver=self._backward_solver(record),
+            b_solver_kwargs=dict(max_iter=MAX_ITER["anderson"], tol=self.tol, stop_mode="rel"),
+        )
         (out,) = ift(None, lambda Z: layer.transition(x, Z, self.mask, X), H.detach())
         (layer.output(out) * self.target).sum().backward()  # the layer's output: h of the state
 
@@ -133,8 +139,12 @@ class Peer:
         elapsed = clock() - start if clock is not None else None
         with torch.no_grad():
             res = relative_residual(self.system.F(H) - H, H)
-        out = dict(newton_mean=float(info["nstep"].float().mean()), function_evals=float(F.calls),
-                   residual_max=float(res.max()), failed=int((res > self.tol).sum()))
+        out = dict(
+            newton_mean=float(info["nstep"].float().mean()),
+            function_evals=float(F.calls),
+            residual_max=float(res.max()),
+            failed=int((res > self.tol).sum()),
+        )
         if elapsed is not None:
             out["forward_s"] = elapsed
         if self.name == IFT:
@@ -144,8 +154,9 @@ class Peer:
             with torch.no_grad():
                 g = func(torch.zeros_like(u))  # J^T 0 + g
                 bres = batch_norm(func(u) - u) / batch_norm(g).clamp_min(torch.finfo(g.dtype).tiny)
-            out.update(backward_iterations=float(binfo["nstep"].float().mean()),
-                       backward_residual_max=float(bres.max()))
+            out.update(
+                backward_iterations=float(binfo["nstep"].float().mean()), backward_residual_max=float(bres.max())
+            )
             out["failed"] += int((bres > self.tol).sum())
         return out
 
@@ -158,6 +169,7 @@ def peer_summary(rows, ours) -> str:
         groups.setdefault((row.weights, row.hidden, row.n), []).append(row)
     lines = []
     for (weights, hidden, n), group in groups.items():
+
         def best(names):
             done = [r for r in group if r.method in names and r.failed == 0 and r.forward_s == r.forward_s]
             return min(done, key=lambda r: r.forward_s, default=None)
@@ -166,11 +178,15 @@ def peer_summary(rows, ours) -> str:
         if theirs is None and not any(r.method in PEERS for r in group):
             continue
         ratio = theirs.forward_s / mine.forward_s if mine and theirs else float("nan")
-        lines.append(f"{weights:<11} {hidden:>4} {n:>4}  {mine.method if mine else '-':<20} "
-                     f"{mine.forward_s if mine else float('nan'):>8.4f}  {theirs.method if theirs else '-':<26} "
-                     f"{theirs.forward_s if theirs else float('nan'):>8.4f}  {ratio:>6.2f}")
+        lines.append(
+            f"{weights:<11} {hidden:>4} {n:>4}  {mine.method if mine else '-':<20} "
+            f"{mine.forward_s if mine else float('nan'):>8.4f}  {theirs.method if theirs else '-':<26} "
+            f"{theirs.forward_s if theirs else float('nan'):>8.4f}  {ratio:>6.2f}"
+        )
     if not lines:
         return ""
-    head = (f"\nforward: our best against TorchDEQ's best (rows with every sequence at tol)\n"
-            f"{'weights':<11} {'k':>4} {'n':>4}  {'ours':<20} {'fwd s':>8}  {'TorchDEQ':<26} {'fwd s':>8}  {'ratio':>6}\n")
+    head = (
+        f"\nforward: our best against TorchDEQ's best (rows with every sequence at tol)\n"
+        f"{'weights':<11} {'k':>4} {'n':>4}  {'ours':<20} {'fwd s':>8}  {'TorchDEQ':<26} {'fwd s':>8}  {'ratio':>6}\n"
+    )
     return head + "\n".join(lines) + "\n"

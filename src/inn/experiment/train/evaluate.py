@@ -20,19 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from inn import batches as B
 from inn.data.fingerprint import checked_fingerprint, read_record
 from inn.device import set_threads
 from inn.errors import InnError, positive_int
-from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
-from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
 from inn.experiment.provenance import source_commit
+from inn.experiment.run_checks import PREDICTIONS_DIGEST, sha256_hex
+from inn.io import atomic_path, check_out_dir, prepared_files, refuse_inputs_as_outputs, write_json
 from inn.models import predict
 from inn.registry import TASKS
-from inn.tagging.scoring import score_pos, score_walks
 from inn.tables import read_tsv, write_tsv
+from inn.tagging.scoring import score_pos, score_walks
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +42,14 @@ log = logging.getLogger(__name__)
 def _check_features(model, meta: dict, features, checkpoint: str | os.PathLike) -> None:
     cfg = model.config
     vocab = (len(features.words), tuple(len(v) for v in features.affixes.values()), len(features.tags))
-    if (cfg.word_vocab, tuple(cfg.affix_vocab), cfg.num_classes) != vocab or \
-            meta.get("tags", list(features.tags.items)) != list(features.tags.items):
-        raise InnError(f"{checkpoint} was trained with other feature vocabularies than the prepared data "
-                       f"(words/affixes/tags {cfg.word_vocab}/{list(cfg.affix_vocab)}/{cfg.num_classes}, data "
-                       f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data")
+    if (cfg.word_vocab, tuple(cfg.affix_vocab), cfg.num_classes) != vocab or meta.get(
+        "tags", list(features.tags.items)
+    ) != list(features.tags.items):
+        raise InnError(
+            f"{checkpoint} was trained with other feature vocabularies than the prepared data "
+            f"(words/affixes/tags {cfg.word_vocab}/{list(cfg.affix_vocab)}/{cfg.num_classes}, data "
+            f"{vocab[0]}/{list(vocab[1])}/{vocab[2]}): retrain it on this data"
+        )
 
 
 def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.PathLike) -> str:
@@ -64,13 +66,19 @@ def check_data(payload: dict, data_dir: str | os.PathLike, checkpoint: str | os.
     fingerprint = checked_fingerprint(data_dir)
     trained = (payload.get("data") or {}).get("fingerprint")
     if trained is None:
-        log.warning("%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
-                    checkpoint, payload.get("format"), data_dir)
+        log.warning(
+            "%s was written before data fingerprints (format %s): cannot check that it was trained on %s",
+            checkpoint,
+            payload.get("format"),
+            data_dir,
+        )
     elif trained != fingerprint:
         corpus = (payload.get("data") or {}).get("corpus") or payload.get("meta", {}).get("dataset")
-        raise InnError(f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
-                       f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
-                       "text with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`")
+        raise InnError(
+            f"{checkpoint} was trained on other data ({corpus}, fingerprint {trained}) than {data_dir} "
+            f"(fingerprint {fingerprint}): evaluate it on the folder it was trained on; to score other "
+            "text with the model's own vocabularies use `inn tag MODEL FILE.conllu --accuracy`"
+        )
     return fingerprint
 
 
@@ -84,8 +92,13 @@ def _known_words(payload: dict, features) -> Callable[[str], bool]:
     return lambda word: word.lower() in counts
 
 
-def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
-                        device: str = "auto", max_sequences: int | None = None) -> tuple[dict, pd.DataFrame]:
+def evaluate_checkpoint(
+    checkpoint: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    split: str = "test",
+    device: str = "auto",
+    max_sequences: int | None = None,
+) -> tuple[dict, pd.DataFrame]:
     """Score a training checkpoint (neural or perceptron) on ``split`` of a prepared folder,
     with that folder's vocabularies; a model trained on other data is refused (:func:`check_data`)."""
     from inn.checkpoints import OWN_DIGEST, model_from_payload, read_checkpoint, weights_digest
@@ -114,8 +127,10 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
     else:
         examples = B.load_walk_examples(Path(data_dir) / f"{split}.pt", max_sequences)
         if model.config.input_dim != examples[0]["x"].shape[-1]:
-            raise InnError(f"{checkpoint} was trained on walks of dimension {model.config.input_dim}, "
-                           f"the data has {examples[0]['x'].shape[-1]}")
+            raise InnError(
+                f"{checkpoint} was trained on walks of dimension {model.config.input_dim}, "
+                f"the data has {examples[0]['x'].shape[-1]}"
+            )
         labels, probs, failed = predict(model, examples, device=dev)
         metrics, table = score_walks([e["y"] for e in examples], labels, probs)
     seconds = time.perf_counter() - start
@@ -150,8 +165,10 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         "evaluation_seconds": seconds,
         "nonconverged": failed if getattr(config, "implicit", False) else None,
         "training": settings.get("training", meta.get("training")),
-        "model_config": {k: v for k, v in (settings.get("model") or {}).items()
-                         if k not in ("word_vocab", "affix_vocab")} or None,
+        "model_config": {
+            k: v for k, v in (settings.get("model") or {}).items() if k not in ("word_vocab", "affix_vocab")
+        }
+        or None,
     }
     return out, table
 
@@ -184,22 +201,32 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--max-sequences", type=positive_int, help="score only the first N sequences")
     args = parser.parse_args(argv)
     check_out_dir(args.out)
-    refuse_inputs_as_outputs({"--out-dir": [Path(args.out) / "predictions.tsv", Path(args.out) / "metrics.json"]},
-                             {"--checkpoint": args.checkpoint, "--history": args.history,
-                              "a file of --data": prepared_files(args.data)})
+    refuse_inputs_as_outputs(
+        {"--out-dir": [Path(args.out) / "predictions.tsv", Path(args.out) / "metrics.json"]},
+        {"--checkpoint": args.checkpoint, "--history": args.history, "a file of --data": prepared_files(args.data)},
+    )
     set_threads(args.threads)
     metrics, table = evaluate_checkpoint(args.checkpoint, args.data, args.split, args.device, args.max_sequences)
     if args.history:
         history = read_tsv(args.history)
         epochs = int(history["epoch"].max())
         if metrics.get("epochs") is not None and metrics["epochs"] != epochs:
-            raise InnError(f"{args.history} has {epochs} epoch(s) but {args.checkpoint} finished after "
-                           f"{metrics['epochs']}: they are of different runs (a run started again in its folder?); "
-                           "give the history of this checkpoint's run, or finish the new run")
+            raise InnError(
+                f"{args.history} has {epochs} epoch(s) but {args.checkpoint} finished after "
+                f"{metrics['epochs']}: they are of different runs (a run started again in its folder?); "
+                "give the history of this checkpoint's run, or finish the new run"
+            )
         metrics["epochs"] = epochs
         # (the perceptron's one row holds all its passes)
         metrics["seconds_per_epoch"] = float(history["seconds"].sum()) / max(metrics["epochs"], 1)
     write_outputs(Path(args.out), metrics, table)
     name = metrics["metric"]
-    log.info("%s %s on %s/%s: %s %.4f", metrics["model"], metrics["task"], metrics["dataset"], args.split,
-             name, metrics[name])
+    log.info(
+        "%s %s on %s/%s: %s %.4f",
+        metrics["model"],
+        metrics["task"],
+        metrics["dataset"],
+        args.split,
+        name,
+        metrics[name],
+    )

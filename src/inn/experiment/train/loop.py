@@ -58,17 +58,23 @@ from torch import nn
 from tqdm import tqdm
 
 from inn import batches as B
+from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sealed, weights_problem
+from inn.data.features import UNK
 from inn.device import resolve_device, set_threads
 from inn.errors import InnError, positive_int
 from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.config import check_model_solver, check_settings, training_defaults
 from inn.experiment.provenance import device_label, resumed_commit_note, source_commit
-from inn.io import (check_out_dir, locked_folder, refuse_folders_at, remove_stale_temps, torch_load_data,
-                    torch_load_problem, torch_save)
-from inn.checkpoints import READABLE_FORMATS, describe_data, neural_payload, sealed, weights_problem
-from inn.data.features import UNK
-from inn.models import (FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models,
-                        parse_model_name)
+from inn.io import (
+    check_out_dir,
+    locked_folder,
+    refuse_folders_at,
+    remove_stale_temps,
+    torch_load_data,
+    torch_load_problem,
+    torch_save,
+)
+from inn.models import FEATURES, MODELS, ModelConfig, SequenceLabeler, build_model, implicit_models, parse_model_name
 from inn.registry import TASKS, task_spec
 from inn.solvers import ConvergenceWarning, ResultCode
 from inn.tables import read_tsv, write_tsv
@@ -124,9 +130,9 @@ PERPLEXITY_CLAMP = 700.0
 
 #: settings that may change between an interrupted run and its resumption: how long it trains,
 #: where its solves start, and whether they run as CUDA graphs (which replay the same steps)
-RESUMABLE_CHANGES = ({f"training.{key}" for key in ("max_epochs", "patience", "warm_start", "warm_start_adjoint")}
-                     | {f"model.solver_options.{key}" for key in ("cuda_graph", "cuda_graph_steps",
-                                                                   "backward_cuda_graph")})
+RESUMABLE_CHANGES = {f"training.{key}" for key in ("max_epochs", "patience", "warm_start", "warm_start_adjoint")} | {
+    f"model.solver_options.{key}" for key in ("cuda_graph", "cuda_graph_steps", "backward_cuda_graph")
+}
 
 
 # --------------------------------------------------------------------------- data
@@ -150,9 +156,13 @@ def load_task_data(task: str, data_dir: str | os.PathLike, cfg: TrainConfig) -> 
         features = B.load_features(data_dir)
         _, train = B.load_pos(data_dir, "train", features, cfg.max_train)
         _, dev = B.load_pos(data_dir, "dev", features, cfg.max_dev)
-        fields_ = {"num_classes": len(features.tags), "word_vocab": len(features.words),
-                   "affix_vocab": tuple(len(v) for v in features.affixes.values()),
-                   "word_dim": features.word_dim, "affix_dim": features.affix_dim}
+        fields_ = {
+            "num_classes": len(features.tags),
+            "word_vocab": len(features.words),
+            "affix_vocab": tuple(len(v) for v in features.affixes.values()),
+            "word_dim": features.word_dim,
+            "affix_dim": features.affix_dim,
+        }
         return TaskData(task, train, dev, fields_, {"tags": list(features.tags.items)})
     train = B.load_walk_examples(data_dir / "train.pt", cfg.max_train)
     dev = B.load_walk_examples(data_dir / "dev.pt", cfg.max_dev)
@@ -163,8 +173,9 @@ def load_task_data(task: str, data_dir: str | os.PathLike, cfg: TrainConfig) -> 
 # --------------------------------------------------------------------------- loss and metrics
 
 
-def token_losses(model: SequenceLabeler, batch: dict[str, torch.Tensor],
-                 start: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def token_losses(
+    model: SequenceLabeler, batch: dict[str, torch.Tensor], start: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed loss over real positions, the number of scored positions, and the predictions
     (``start``: the INN's warm start)."""
     logits = model(batch, start)
@@ -189,8 +200,9 @@ def correct_count(model: SequenceLabeler, batch, predicted) -> int:
 
 
 @torch.no_grad()
-def evaluate_loss(model: SequenceLabeler, examples: list[B.Example], batch_size: int,
-                  device: torch.device) -> dict[str, float]:
+def evaluate_loss(
+    model: SequenceLabeler, examples: list[B.Example], batch_size: int, device: torch.device
+) -> dict[str, float]:
     """Mean per-token loss, perplexity, accuracy/error (and the INN's failed solves) on ``examples``."""
     was_training = model.training
     model.eval()
@@ -248,8 +260,10 @@ class SolverTally:
         self.backward_gmres = 0  # batches whose adjoint ran GMRES (backward_solver auto past its mark, or gmres)
         self.jacobian: list[float] = []  # the regularised batches' ||dF/dH||_F^2 estimates
         # per-sequence iterations of the forward and adjoint solves, binned (HISTOGRAM_EDGES)
-        self.histogram = {"newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
-                          "backward": [0] * (len(self.HISTOGRAM_EDGES) + 1)}
+        self.histogram = {
+            "newton": [0] * (len(self.HISTOGRAM_EDGES) + 1),
+            "backward": [0] * (len(self.HISTOGRAM_EDGES) + 1),
+        }
         self.limit = {"newton": 0, "backward": 0}  # sequences stopped at the iteration limit
         self.homotopy = 0  # forward solves no local solver finished, handed to the homotopy
 
@@ -286,15 +300,22 @@ class SolverTally:
 
     def row(self) -> dict[str, float]:
         n = max(self.batches, 1)
-        return {"newton_iters": self.newton / n, "krylov_iters": self.krylov / n, "residual": self.residual,
-                "nonconverged": self.nonconverged, "backward_nonconverged": self.backward_nonconverged,
-                "backward_iters": self.backward / n,
-                "backward_gmres": self.backward_gmres,
-                # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
-                "newton_hist": "/".join(map(str, self.histogram["newton"])), "newton_limit": self.limit["newton"],
-                "backward_hist": "/".join(map(str, self.histogram["backward"])),
-                "backward_limit": self.limit["backward"], "homotopy": self.homotopy,
-                **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {})}
+        return {
+            "newton_iters": self.newton / n,
+            "krylov_iters": self.krylov / n,
+            "residual": self.residual,
+            "nonconverged": self.nonconverged,
+            "backward_nonconverged": self.backward_nonconverged,
+            "backward_iters": self.backward / n,
+            "backward_gmres": self.backward_gmres,
+            # "a/b/c/d/e/f": sequences with <= 10, 11-20, 21-40, 41-80, 81-160, > 160 iterations
+            "newton_hist": "/".join(map(str, self.histogram["newton"])),
+            "newton_limit": self.limit["newton"],
+            "backward_hist": "/".join(map(str, self.histogram["backward"])),
+            "backward_limit": self.limit["backward"],
+            "homotopy": self.homotopy,
+            **({"jacobian_fro2": sum(self.jacobian) / len(self.jacobian)} if self.jacobian else {}),
+        }
 
 
 class WarmStarts:
@@ -314,8 +335,9 @@ class WarmStarts:
     needs their range more than their digits.
     """
 
-    def __init__(self, lengths: list[int], width: int, device: torch.device,
-                 dtype: torch.dtype = torch.float16) -> None:
+    def __init__(
+        self, lengths: list[int], width: int, device: torch.device, dtype: torch.dtype = torch.float16
+    ) -> None:
         """``width``: the layer's state width (``state_size``: k for the implicit GRU, 2k for
         the implicit LSTM's [h; c], whose |c| may exceed 1 but stays far inside float16)."""
         self.offsets = torch.tensor([0, *itertools.accumulate(lengths)], device=device)
@@ -378,8 +400,10 @@ def _check_resumable(path: Path, state: dict, settings: dict) -> None:
     old = {**state["settings"], "model": {**defaults, **state["settings"]["model"]}}
     differ = [k for k in _differences(old, settings) if k not in RESUMABLE_CHANGES]
     if differ:
-        raise InnError(f"{path} was written by a different configuration (differs in {', '.join(differ)}); "
-                       "delete it to start afresh, or restore the old settings to resume")
+        raise InnError(
+            f"{path} was written by a different configuration (differs in {', '.join(differ)}); "
+            "delete it to start afresh, or restore the old settings to resume"
+        )
 
 
 def _check_same_data(path: Path, saved: dict, fingerprint: str) -> None:
@@ -388,12 +412,17 @@ def _check_same_data(path: Path, saved: dict, fingerprint: str) -> None:
     before fingerprints resumes, with a warning that this could not be checked."""
     trained = (saved.get("data") or {}).get("fingerprint")
     if trained is None:
-        log.warning("%s was written before data fingerprints: resuming without checking that the data "
-                    "folder still holds the data it was trained on", path)
+        log.warning(
+            "%s was written before data fingerprints: resuming without checking that the data "
+            "folder still holds the data it was trained on",
+            path,
+        )
     elif trained != fingerprint:
-        raise InnError(f"{path} was trained on other data (fingerprint {trained}) than the data folder now holds "
-                       f"(fingerprint {fingerprint}; it was prepared again from other files): delete {path} to "
-                       "train afresh on the new data, or restore the old data to resume")
+        raise InnError(
+            f"{path} was trained on other data (fingerprint {trained}) than the data folder now holds "
+            f"(fingerprint {fingerprint}; it was prepared again from other files): delete {path} to "
+            "train afresh on the new data, or restore the old data to resume"
+        )
 
 
 def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint: str) -> dict | None:
@@ -410,8 +439,9 @@ def _resume_point(path: Path, device: torch.device, settings: dict, fingerprint:
         return None
     saved, problem = None, None
     try:
-        saved = torch_load_data(path, "it is not a resume state inn wrote: remove it, then rerun to train afresh",
-                                device)
+        saved = torch_load_data(
+            path, "it is not a resume state inn wrote: remove it, then rerun to train afresh", device
+        )
     except InnError:
         raise
     except Exception as exc:  # empty, truncated or foreign
@@ -447,8 +477,9 @@ def _best_state(best_path: Path, last_path: Path, out_dir: Path) -> dict:
     except InnError:
         raise
     except Exception as exc:  # empty, truncated or foreign
-        raise InnError(f"cannot finish {out_dir}: {best_path} is damaged ({torch_load_problem(best_path, exc)}); "
-                       f"{fix}") from None
+        raise InnError(
+            f"cannot finish {out_dir}: {best_path} is damaged ({torch_load_problem(best_path, exc)}); {fix}"
+        ) from None
     if not isinstance(best, dict) or not isinstance(best.get("meta"), dict) or "state_dict" not in best:
         raise InnError(f"cannot finish {out_dir}: {best_path} is not a model state of this inn; {fix}")
     if problem := weights_problem(best, best_path):
@@ -487,15 +518,17 @@ def _set_aside_finished_run(out_dir: Path) -> None:
         if path.is_file():
             aside = path.with_name(f"{name}.replaced-{stamp}")
             os.replace(path, aside)
-            log.warning("%s holds a finished run: training afresh, its %s is set aside as %s", out_dir, name,
-                        aside.name)
+            log.warning(
+                "%s holds a finished run: training afresh, its %s is set aside as %s", out_dir, name, aside.name
+            )
 
 
 def _finished_history(out_dir: Path) -> pd.DataFrame | None:
     """The history of the finished run in ``out_dir`` (its ``checkpoint.pt`` and ``history.tsv``
     and no ``last.pt`` to resume from), or None where there is none."""
-    if (out_dir / "last.pt").is_file() or not all((out_dir / name).is_file() for name in ("checkpoint.pt",
-                                                                                           "history.tsv")):
+    if (out_dir / "last.pt").is_file() or not all(
+        (out_dir / name).is_file() for name in ("checkpoint.pt", "history.tsv")
+    ):
         return None
     return read_tsv(out_dir / "history.tsv")
 
@@ -509,11 +542,16 @@ def _nonfinite_solve(model: SequenceLabeler) -> str:
     if not nonfinite:
         return ""
     cap = getattr(model.rnn.cell, "forget_max", None)
-    remedy = ("; capping the implicit LSTM's forget gate (inn_lstm_forget_max below 1, e.g. 0.99) bounds its "
-              "cell state" if cap == 1.0 else "")
-    return (f": the implicit layer's forward solve went non-finite in {nonfinite} of {len(stats.code)} "
-            "sequences (their states grew without bound; `nonconverged` in history.tsv counts the "
-            f"solves that failed before){remedy}")
+    remedy = (
+        "; capping the implicit LSTM's forget gate (inn_lstm_forget_max below 1, e.g. 0.99) bounds its cell state"
+        if cap == 1.0
+        else ""
+    )
+    return (
+        f": the implicit layer's forward solve went non-finite in {nonfinite} of {len(stats.code)} "
+        "sequences (their states grew without bound; `nonconverged` in history.tsv counts the "
+        f"solves that failed before){remedy}"
+    )
 
 
 def _stop_note(last_path: Path, epoch: int) -> str:
@@ -524,9 +562,18 @@ def _stop_note(last_path: Path, epoch: int) -> str:
 
 
 @_holding_out_dir
-def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str | os.PathLike,
-          cfg: TrainConfig, model_options: dict[str, Any] | None = None, device: str = "auto",
-          meta: dict[str, Any] | None = None, stop_after: int | None = None, retrain: bool = False) -> pd.DataFrame:
+def train(
+    task: str,
+    data_dir: str | os.PathLike,
+    model_name: str,
+    out_dir: str | os.PathLike,
+    cfg: TrainConfig,
+    model_options: dict[str, Any] | None = None,
+    device: str = "auto",
+    meta: dict[str, Any] | None = None,
+    stop_after: int | None = None,
+    retrain: bool = False,
+) -> pd.DataFrame:
     """Train ``model_name`` on a prepared ``task`` folder; write the outputs into ``out_dir``.
 
     A folder that holds a finished run is left as it is (one line says so, its history is
@@ -552,15 +599,21 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not retrain and (finished := _finished_history(out_dir)) is not None:
-        log.info("%s holds a finished run (%d epoch(s)): nothing to do; give --retrain to train it again (its "
-                 "checkpoint.pt and history.tsv are then set aside)", out_dir, len(finished))
+        log.info(
+            "%s holds a finished run (%d epoch(s)): nothing to do; give --retrain to train it again (its "
+            "checkpoint.pt and history.tsv are then set aside)",
+            out_dir,
+            len(finished),
+        )
         return finished
     dev_ = resolve_device(device)
     kind, size = parse_model_name(model_name)
     given = [key for key in ("solver", "solver_options", "trainable_boundary") if key in (model_options or {})]
     if given and not MODELS[kind].implicit:
-        raise InnError(f"model {model_name} has no implicit layer: model.{', model.'.join(given)} apply to "
-                       f"{', '.join(implicit_models())} only; leave them out of its settings")
+        raise InnError(
+            f"model {model_name} has no implicit layer: model.{', model.'.join(given)} apply to "
+            f"{', '.join(implicit_models())} only; leave them out of its settings"
+        )
     spec = task_spec(task)
     data = load_task_data(task, data_dir, cfg)
     # the fingerprint, and what a tagger file needs of the data (the words it trains on)
@@ -581,10 +634,16 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
     model = build_model(model_cfg).to(dev_)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
-    warm = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_)
-            if model_cfg.implicit and cfg.warm_start else None)
-    warm_adjoint = (WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_, torch.bfloat16)
-                    if model_cfg.implicit and cfg.warm_start_adjoint else None)
+    warm = (
+        WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_)
+        if model_cfg.implicit and cfg.warm_start
+        else None
+    )
+    warm_adjoint = (
+        WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, dev_, torch.bfloat16)
+        if model_cfg.implicit and cfg.warm_start_adjoint
+        else None
+    )
     state = {"epoch": 0, "lr": cfg.lr, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": []}
     saved = _resume_point(last_path, dev_, settings, trained_on["fingerprint"])
     if saved is None:
@@ -598,9 +657,17 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         if warm_adjoint is not None and "warm_adjoints" in saved:
             warm_adjoint.load_state_dict(saved["warm_adjoints"])
         log.info("resuming %s from %s after epoch %d", model_name, last_path, state["epoch"])
-    log.info("%s on %s: %d parameters, hidden %d, %d train / %d dev sequences, device %s, %d threads",
-             model_name, task, model.num_parameters(), model_cfg.hidden_size, len(data.train), len(data.dev),
-             dev_, torch.get_num_threads())
+    log.info(
+        "%s on %s: %d parameters, hidden %d, %d train / %d dev sequences, device %s, %d threads",
+        model_name,
+        task,
+        model.num_parameters(),
+        model_cfg.hidden_size,
+        len(data.train),
+        len(data.dev),
+        dev_,
+        torch.get_num_threads(),
+    )
 
     untrained = _never_trained(data, model)
     epochs_run = 0
@@ -613,8 +680,9 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         _tie_to_unknown(untrained)
         dev_metrics = evaluate_loss(model, data.dev, cfg.batch_size, dev_)
         row.update({f"dev_{k}": v for k, v in dev_metrics.items()})
-        row = _order({**row, "device": device_label(dev_), "threads": torch.get_num_threads(),
-                      "commit": source_commit()}, task)
+        row = _order(
+            {**row, "device": device_label(dev_), "threads": torch.get_num_threads(), "commit": source_commit()}, task
+        )
         state["history"].append(row)
         state["epoch"] = epoch
         if spec.better(dev_metrics[spec.metric], state["best"]):
@@ -637,33 +705,55 @@ def train(task: str, data_dir: str | os.PathLike, model_name: str, out_dir: str 
         torch_save(payload, last_path)
         write_tsv(out_dir / "history.tsv", pd.DataFrame(state["history"]))
         metric = spec.dev_column
-        log.info("epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s", epoch, row["train_loss"],
-                 row["dev_loss"], metric, row[metric], row["lr"], row["seconds"],
-                 "" if not model_cfg.implicit else f", newton {row['newton_iters']:.1f}, krylov "
-                 f"{row['krylov_iters']:.1f}, adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}")
+        log.info(
+            "epoch %d: train loss %.4f, dev loss %.4f, %s %.4f, lr %.4g, %.0f s%s",
+            epoch,
+            row["train_loss"],
+            row["dev_loss"],
+            metric,
+            row[metric],
+            row["lr"],
+            row["seconds"],
+            ""
+            if not model_cfg.implicit
+            else f", newton {row['newton_iters']:.1f}, krylov "
+            f"{row['krylov_iters']:.1f}, adjoint {row['backward_iters']:.1f}, nonconverged {row['nonconverged']}",
+        )
         if model_cfg.implicit and row["nonconverged"]:
-            log.warning("epoch %d: %d sequence solve(s) did not converge (max residual %.3g)", epoch,
-                        row["nonconverged"], row["residual"])
+            log.warning(
+                "epoch %d: %d sequence solve(s) did not converge (max residual %.3g)",
+                epoch,
+                row["nonconverged"],
+                row["residual"],
+            )
         epochs_run += 1
 
     history = pd.DataFrame(state["history"])
     if not best_path.is_file():
-        raise InnError(f"{best_path} is missing after {state['epoch']} epoch(s): cannot finish {out_dir}; "
-                       f"move {last_path} aside to train afresh")
+        raise InnError(
+            f"{best_path} is missing after {state['epoch']} epoch(s): cannot finish {out_dir}; "
+            f"move {last_path} aside to train afresh"
+        )
     write_tsv(out_dir / "history.tsv", history)
     best = _best_state(best_path, last_path, out_dir)
     # The settings the run finished under: a resume may have changed its schedule (patience,
     # max_epochs), and best.pt holds the ones of the epoch it was written in.
-    best["meta"].update(epochs=state["epoch"], best_epoch=state["best_epoch"], commit=source_commit(),
-                        seconds_per_epoch=float(history["seconds"].mean()), device=str(dev_),
-                        parameters=model.num_parameters(), threads=torch.get_num_threads(), settings=settings)
+    best["meta"].update(
+        epochs=state["epoch"],
+        best_epoch=state["best_epoch"],
+        commit=source_commit(),
+        seconds_per_epoch=float(history["seconds"].mean()),
+        device=str(dev_),
+        parameters=model.num_parameters(),
+        threads=torch.get_num_threads(),
+        settings=settings,
+    )
     if "settings" in best:
         best["settings"] = settings
     torch_save(sealed(best), out_dir / "checkpoint.pt")
     last_path.unlink()  # first: a crash between the two restarts training rather than failing
     best_path.unlink()
-    log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"],
-             spec.metric, state["best"])
+    log.info("done: best epoch %d of %d (dev %s %.4f)", state["best_epoch"], state["epoch"], spec.metric, state["best"])
     return history
 
 
@@ -677,13 +767,14 @@ def _never_trained(data: TaskData, model: SequenceLabeler) -> list[tuple[nn.Embe
         return []
     encoder = model.encoder
     tables = [(encoder.words, torch.cat([e["words"] for e in data.train]))]
-    tables += [(table, torch.cat([e["affixes"][:, kind] for e in data.train]))
-               for kind, table in enumerate(encoder.affixes)]
+    tables += [
+        (table, torch.cat([e["affixes"][:, kind] for e in data.train])) for kind, table in enumerate(encoder.affixes)
+    ]
     untrained = []
     for table, used in tables:
         unused = torch.ones(table.num_embeddings, dtype=torch.bool)
         unused[used.unique()] = False
-        unused[:UNK + 1] = False  # padding and the unknown entry itself
+        unused[: UNK + 1] = False  # padding and the unknown entry itself
         if unused.any():
             untrained.append((table, unused.nonzero().squeeze(1).to(table.weight.device)))
     return untrained
@@ -703,8 +794,7 @@ def _finished(state: dict, cfg: TrainConfig) -> bool:
 
 def _payload(model: SequenceLabeler, meta: dict, settings: dict, data: dict) -> dict:
     """A checkpoint or resume state; its ``meta`` names the source commit that wrote it."""
-    return neural_payload(model, {**meta, "settings": settings, "commit": source_commit()}, data,
-                          settings=settings)
+    return neural_payload(model, {**meta, "settings": settings, "commit": source_commit()}, data, settings=settings)
 
 
 def _order(row: dict, task: str) -> dict:
@@ -712,9 +802,18 @@ def _order(row: dict, task: str) -> dict:
     return {**{k: row[k] for k in first}, **{k: v for k, v in row.items() if k not in first}}
 
 
-def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, epoch: int,
-                 device: torch.device, last_path: Path, warm: WarmStarts | None = None,
-                 warm_adjoint: WarmStarts | None = None) -> dict:
+def _train_epoch(
+    model,
+    optimizer,
+    data: TaskData,
+    cfg: TrainConfig,
+    lr: float,
+    epoch: int,
+    device: torch.device,
+    last_path: Path,
+    warm: WarmStarts | None = None,
+    warm_adjoint: WarmStarts | None = None,
+) -> dict:
     """One pass over the training data; returns the history row's training part. ``warm``:
     the INN's solutions from the previous epoch, updated batch by batch; ``warm_adjoint``
     the same for its backward pass's adjoints."""
@@ -751,9 +850,11 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
                 tally.jacobian.append(float(penalty.detach()))
                 loss = loss + cfg.jacobian_weight * penalty
             if not torch.isfinite(loss):
-                raise InnError(f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}"
-                               f"{_nonfinite_solve(model) if is_inn else ''}; {_stop_note(last_path, epoch)}; "
-                               "lower training.lr or set training.clip")
+                raise InnError(
+                    f"loss is {loss.item()} at epoch {epoch}, batch {number} of {len(order)}"
+                    f"{_nonfinite_solve(model) if is_inn else ''}; {_stop_note(last_path, epoch)}; "
+                    "lower training.lr or set training.clip"
+                )
             if warm is not None:
                 warm.update(rows, model.rnn.last_solution)
             optimizer.zero_grad(set_to_none=True)
@@ -768,8 +869,10 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
             if cfg.clip is not None:
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
                 if not torch.isfinite(norm):
-                    raise InnError(f"gradient norm is {float(norm)} at epoch {epoch}, batch {number}; "
-                                   f"{_stop_note(last_path, epoch)}; lower training.lr")
+                    raise InnError(
+                        f"gradient norm is {float(norm)} at epoch {epoch}, batch {number}; "
+                        f"{_stop_note(last_path, epoch)}; lower training.lr"
+                    )
             optimizer.step()
             if is_inn:
                 tally.add(model.rnn)
@@ -783,8 +886,13 @@ def _train_epoch(model, optimizer, data: TaskData, cfg: TrainConfig, lr: float, 
                 last_log = now
     bar.close()
     # process time beside wall time: on a shared machine the CPU seconds are the firmer figure
-    row = {"epoch": epoch, "train_loss": total / max(count, 1), "lr": lr, "seconds": time.perf_counter() - start,
-           "cpu_seconds": time.process_time() - cpu_start}
+    row = {
+        "epoch": epoch,
+        "train_loss": total / max(count, 1),
+        "lr": lr,
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": time.process_time() - cpu_start,
+    }
     if is_inn:
         row.update(tally.row())
     return row
@@ -816,8 +924,9 @@ def _settings_from(args) -> tuple[TrainConfig, dict, dict]:
         try:
             text = Path(args.settings_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InnError(f"cannot read --settings-file {args.settings_file}: "
-                           f"{getattr(exc, 'strerror', None) or exc}") from None
+            raise InnError(
+                f"cannot read --settings-file {args.settings_file}: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         settings = {**_json_settings(text, f"--settings-file {args.settings_file}"), **settings}
     training = {**training_defaults(args.task), **settings.get("training", {})}  # the schema's defaults of the task
     if args.seed is not None:
@@ -830,17 +939,33 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inn train", description=train.__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, choices=list(TASKS))
     parser.add_argument("--data", required=True, help="prepared data folder (results/data/pos/ewt, .../walks/b0.5)")
-    parser.add_argument("--model", required=True, help="a neural model of inn.models.MODELS (inn, inn_lstm, gru, lstm, "
-                        "bigru, bilstm), optionally with a size: bilstm-h300")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="a neural model of inn.models.MODELS (inn, inn_lstm, gru, lstm, "
+        "bigru, bilstm), optionally with a size: bilstm-h300",
+    )
     parser.add_argument("--out-dir", dest="out", required=True, help="output folder (checkpoint.pt, history.tsv)")
-    parser.add_argument("--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}')
+    parser.add_argument(
+        "--settings", help='JSON: {"training": {...TrainConfig}, "model": {hidden_size, solver, ...}, "meta": {...}}'
+    )
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)")
-    parser.add_argument("--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)")
-    parser.add_argument("--retrain", action="store_true", help="train afresh over a finished run in the output folder "
-                        "(its checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+    )
+    parser.add_argument(
+        "--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)"
+    )
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train afresh over a finished run in the output folder "
+        "(its checkpoint.pt and history.tsv are set aside); without it a finished run is left as it is",
+    )
     args = parser.parse_args(argv)
     check_out_dir(args.out)
     set_threads(args.threads, follow_load=False)  # a rerun on this machine gives the same numbers
@@ -849,8 +974,18 @@ def main(argv: list[str]) -> None:
     meta.setdefault("dataset", Path(args.data).name)
     with stretch_log(Path(args.out)):
         try:
-            train(args.task, args.data, args.model, args.out, cfg, model_options, device=args.device, meta=meta,
-                  stop_after=args.stop_after, retrain=args.retrain)
+            train(
+                args.task,
+                args.data,
+                args.model,
+                args.out,
+                cfg,
+                model_options,
+                device=args.device,
+                meta=meta,
+                stop_after=args.stop_after,
+                retrain=args.retrain,
+            )
         except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
             last = Path(args.out) / "last.pt"
             note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"

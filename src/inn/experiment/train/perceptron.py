@@ -16,9 +16,9 @@ import pandas as pd
 from inn import batches as B
 from inn.checkpoints import describe_data, save_perceptron
 from inn.errors import positive_int
+from inn.tables import write_tsv
 from inn.tagging.perceptron import train_perceptron
 from inn.tagging.scoring import score_pos
-from inn.tables import write_tsv
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +26,14 @@ log = logging.getLogger(__name__)
 THREADS = 1
 
 
-def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int = 5, seed: int = 1,
-        max_train: int | None = None, meta: dict[str, Any] | None = None) -> pd.DataFrame:
+def run(
+    data_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    iterations: int = 5,
+    seed: int = 1,
+    max_train: int | None = None,
+    meta: dict[str, Any] | None = None,
+) -> pd.DataFrame:
     """Train on ``data_dir``/train.tsv, score dev, write ``checkpoint.pt`` and ``history.tsv``."""
     out_dir = Path(out_dir)
     features = B.load_features(data_dir)
@@ -38,18 +44,45 @@ def run(data_dir: str | os.PathLike, out_dir: str | os.PathLike, iterations: int
     peer = train_perceptron(train, iterations, seed)
     seconds = time.perf_counter() - start
     dev_metrics, _ = score_pos(dev, peer.tag_sentences([[w for w, _ in s] for s in dev]), features.is_known)
-    history = pd.DataFrame([{"epoch": iterations, "train_loss": None, "dev_loss": None, "dev_perplexity": None,
-                             "dev_accuracy": dev_metrics["accuracy"], "lr": None, "seconds": seconds,
-                             "device": "cpu", "threads": THREADS}])
+    history = pd.DataFrame(
+        [
+            {
+                "epoch": iterations,
+                "train_loss": None,
+                "dev_loss": None,
+                "dev_perplexity": None,
+                "dev_accuracy": dev_metrics["accuracy"],
+                "lr": None,
+                "seconds": seconds,
+                "device": "cpu",
+                "threads": THREADS,
+            }
+        ]
+    )
     training = {"iterations": iterations, "seed": seed, "max_train": max_train}
-    meta = {"task": "pos", "model": "perceptron", "seed": seed, **(meta or {}), "epochs": iterations,
-            "best_epoch": iterations, "seconds_per_epoch": seconds / iterations, "device": "cpu", "threads": THREADS,
-            "parameters": sum(len(w) for w in peer.tagger.model.weights.values()),
-            "dev": {"accuracy": dev_metrics["accuracy"]}, "settings": {"training": training}}
+    meta = {
+        "task": "pos",
+        "model": "perceptron",
+        "seed": seed,
+        **(meta or {}),
+        "epochs": iterations,
+        "best_epoch": iterations,
+        "seconds_per_epoch": seconds / iterations,
+        "device": "cpu",
+        "threads": THREADS,
+        "parameters": sum(len(w) for w in peer.tagger.model.weights.values()),
+        "dev": {"accuracy": dev_metrics["accuracy"]},
+        "settings": {"training": training},
+    }
     save_perceptron(peer, out_dir / "checkpoint.pt", meta, trained_on)
     write_tsv(out_dir / "history.tsv", history)
-    log.info("perceptron: %d sentences, %d iterations, %.0f s, dev accuracy %.2f", len(train), iterations,
-             seconds, dev_metrics["accuracy"])
+    log.info(
+        "perceptron: %d sentences, %d iterations, %.0f s, dev accuracy %.2f",
+        len(train),
+        iterations,
+        seconds,
+        dev_metrics["accuracy"],
+    )
     return history
 
 

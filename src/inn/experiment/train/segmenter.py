@@ -35,8 +35,9 @@ def train_segmenter_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="inn train-segmenter",
         description="Learn a tokenizer, sentence splitter and multiword-token splitter from a CoNLL-U training file "
-                    "with '# text' lines (a UD treebank's train file); put it in a tagger file with inn export-tagger "
-                    "--segmenter.")
+        "with '# text' lines (a UD treebank's train file); put it in a tagger file with inn export-tagger "
+        "--segmenter.",
+    )
     parser.add_argument("conllu", help="the training file (CoNLL-U with # text and SpaceAfter=No)")
     parser.add_argument("--out", required=True, help="the segmenter file to write")
     parser.add_argument("--dev", help="a CoNLL-U dev file: the epoch that segments it best is kept")
@@ -50,8 +51,11 @@ def train_segmenter_main(argv: list[str]) -> None:
         torch.set_num_threads(args.threads)
     data = segmenter_data(_read(args.conllu, "CONLLU"), args.conllu)
     if data.left_out:
-        log.warning("%s: %d sentences whose tokens do not spell their # text are left out of training", args.conllu,
-                    data.left_out)
+        log.warning(
+            "%s: %d sentences whose tokens do not spell their # text are left out of training",
+            args.conllu,
+            data.left_out,
+        )
     dev = segmenter_data(_read(args.dev, "--dev"), args.dev) if args.dev else None
     settings = TrainSettings(epochs=args.epochs, hidden=args.hidden, seed=args.seed)
     meta = {"corpus": Path(args.conllu).name, "language": args.language}

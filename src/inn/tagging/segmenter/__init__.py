@@ -6,5 +6,12 @@ from inn.tagging.segmenter.model import CharTagger, Segmenter
 from inn.tagging.segmenter.multiword import MultiwordSplitter
 from inn.tagging.segmenter.train import SegmenterData, TrainSettings, segmenter_data, train_segmenter
 
-__all__ = ["CharTagger", "MultiwordSplitter", "Segmenter", "SegmenterData", "TrainSettings", "segmenter_data",
-           "train_segmenter"]
+__all__ = [
+    "CharTagger",
+    "MultiwordSplitter",
+    "Segmenter",
+    "SegmenterData",
+    "TrainSettings",
+    "segmenter_data",
+    "train_segmenter",
+]

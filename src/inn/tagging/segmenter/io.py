@@ -43,8 +43,10 @@ def with_segmenter(payload: dict[str, Any], path: str | os.PathLike) -> dict[str
     ours = (payload.get("data") or {}).get("language")
     theirs = (state.get("meta") or {}).get("language")
     if ours and theirs and ours.lower().split("_")[0] != theirs.lower().split("_")[0]:
-        raise InnError(f"{path} segments {theirs} text but the tagger reads {ours}: give the segmenter trained on "
-                       "the tagger's treebank")
+        raise InnError(
+            f"{path} segments {theirs} text but the tagger reads {ours}: give the segmenter trained on "
+            "the tagger's treebank"
+        )
     if not theirs and ours:
         state = {**state, "meta": {**(state.get("meta") or {}), "language": ours}}
     return {**payload, "segmenter": state}

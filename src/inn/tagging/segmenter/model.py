@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inn.tagging.tokenize import RawSentence, Token, Word, paragraphs
 from inn.tagging.segmenter.multiword import MultiwordSplitter
+from inn.tagging.tokenize import RawSentence, Token, Word, paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,9 @@ class Segmenter:
         meta: what training recorded (corpus, language, sizes, minutes).
     """
 
-    def __init__(self, chars: list[str], model: CharTagger, multiword: MultiwordSplitter,
-                 meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, chars: list[str], model: CharTagger, multiword: MultiwordSplitter, meta: dict[str, Any] | None = None
+    ) -> None:
         self.chars = chars
         self.index = {c: i for i, c in enumerate(chars)}
         self.model = model.eval()
@@ -160,10 +161,13 @@ class Segmenter:
 
     def to_dict(self) -> dict[str, Any]:
         """What a tagger file stores under ``segmenter``: tensors and plain values only."""
-        return {"chars": self.chars, "config": {"embedding": self.model.embed.embedding_dim,
-                                                "hidden": self.model.gru.hidden_size},
-                "state_dict": {k: v.detach().cpu().half() for k, v in self.model.state_dict().items()},
-                "multiword": self.multiword.to_dict(), "meta": self.meta}
+        return {
+            "chars": self.chars,
+            "config": {"embedding": self.model.embed.embedding_dim, "hidden": self.model.gru.hidden_size},
+            "state_dict": {k: v.detach().cpu().half() for k, v in self.model.state_dict().items()},
+            "multiword": self.multiword.to_dict(),
+            "meta": self.meta,
+        }
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> Segmenter:

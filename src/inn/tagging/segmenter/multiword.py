@@ -63,8 +63,9 @@ class MultiwordSplitter:
         rules: ``(side, affix)`` -> pieces, for the affixes whose best analysis is a rule.
     """
 
-    def __init__(self, forms: dict[str, list[str]], seen: Iterable[str],
-                 rules: dict[tuple[str, str], list[str]]) -> None:
+    def __init__(
+        self, forms: dict[str, list[str]], seen: Iterable[str], rules: dict[tuple[str, str], list[str]]
+    ) -> None:
         self.forms = forms
         self.seen = set(seen)
         self.rules = rules
@@ -95,8 +96,9 @@ class MultiwordSplitter:
             pieces, count = counts.most_common(1)[0]
             if count * 2 > affix_total[key]:
                 rules[key] = list(pieces)
-        log.info("multiword tokens: %d forms, %d affix rules, from %d token forms", len(forms), len(rules),
-                 len(analyses))
+        log.info(
+            "multiword tokens: %d forms, %d affix rules, from %d token forms", len(forms), len(rules), len(analyses)
+        )
         return cls(forms, analyses, rules)
 
     def split(self, token: str) -> list[tuple[int, int, str]]:
@@ -123,8 +125,11 @@ class MultiwordSplitter:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (a tagger file is read with ``weights_only=True``)."""
-        return {"forms": self.forms, "seen": sorted(self.seen),
-                "rules": [[side, affix, pieces] for (side, affix), pieces in sorted(self.rules.items())]}
+        return {
+            "forms": self.forms,
+            "seen": sorted(self.seen),
+            "rules": [[side, affix, pieces] for (side, affix), pieces in sorted(self.rules.items())],
+        }
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> MultiwordSplitter:

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inn.tagging.documents import CONLLU_FIELDS, TextSentence, conllu_to_text, read_conllu_text
 from inn.errors import InnError
+from inn.tagging.documents import CONLLU_FIELDS, TextSentence, conllu_to_text, read_conllu_text
 from inn.tagging.segmenter.model import (
     INSIDE,
     SENTENCE_END,
@@ -85,8 +85,10 @@ def segmenter_data(conllu: str, source: str) -> SegmenterData:
     """
     sentences = read_conllu_text(conllu, source)
     if not any(_sentence_text(s) is not None for s in sentences):
-        raise InnError(f"{source}: no '# text' lines: a segmenter learns from the sentences' text; give a CoNLL-U "
-                       "file that has it (every UD treebank's does)")
+        raise InnError(
+            f"{source}: no '# text' lines: a segmenter learns from the sentences' text; give a CoNLL-U "
+            "file that has it (every UD treebank's does)"
+        )
     text = conllu_to_text(conllu, source, 80)
     flat = text.replace("\n", " ")
     labels = np.full(len(text), IGNORE, dtype=np.int64)
@@ -97,8 +99,9 @@ def segmenter_data(conllu: str, source: str) -> SegmenterData:
         surface = surface_tokens(sentence)
         tokens += surface
         if said is None:
-            said = "".join(form + ("" if "SpaceAfter=No" in _misc_of(sentence, i) else " ")
-                           for i, (form, _) in enumerate(surface)).strip()
+            said = "".join(
+                form + ("" if "SpaceAfter=No" in _misc_of(sentence, i) else " ") for i, (form, _) in enumerate(surface)
+            ).strip()
         while at < len(flat) and flat[at] == " ":
             at += 1
         if flat[at : at + len(said)] != said:
@@ -177,9 +180,14 @@ class TrainSettings:
     seed: int = 1
 
 
-def train_segmenter(data: SegmenterData, settings: TrainSettings, dev: SegmenterData | None = None,
-                    meta: dict[str, Any] | None = None, progress: bool = False,
-                    save: Callable[[Segmenter], None] | None = None) -> Segmenter:
+def train_segmenter(
+    data: SegmenterData,
+    settings: TrainSettings,
+    dev: SegmenterData | None = None,
+    meta: dict[str, Any] | None = None,
+    progress: bool = False,
+    save: Callable[[Segmenter], None] | None = None,
+) -> Segmenter:
     """A segmenter trained on ``data``; with ``dev``, the epoch of the best mean token- and
     sentence-end F1 on it is kept. ``save`` is called with the segmenter after every epoch
     that is the best so far (every epoch without ``dev``), so that a stopped training leaves
@@ -209,8 +217,15 @@ def train_segmenter(data: SegmenterData, settings: TrainSettings, dev: Segmenter
         model.train()
         starts = torch.from_numpy(rng.permutation(np.arange(int(rng.integers(span)), len(ids) - span + 1, span)))
         steps = math.ceil(len(starts) / settings.batch_size)
-        bar = tqdm(starts.split(settings.batch_size), total=steps, desc=f"epoch {epoch}", unit="batch",
-                   disable=not progress, mininterval=1.0, leave=False)
+        bar = tqdm(
+            starts.split(settings.batch_size),
+            total=steps,
+            desc=f"epoch {epoch}",
+            unit="batch",
+            disable=not progress,
+            mininterval=1.0,
+            leave=False,
+        )
         total = 0.0
         for batch in bar:
             index = batch[:, None] + torch.arange(span)  # (B, window)
