@@ -226,6 +226,10 @@ def keep() -> None:
             train = HERE / "results" / "train" / run.folder
             shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
+            log_file = base.parent / "logs" / "train_model" / f"{run.folder}.log"  # the workflow's log of the job
+            if log_file.is_file():
+                (train / "logs").mkdir(exist_ok=True)
+                shutil.copy2(log_file, train / "logs" / "train.log")
             evaluation = HERE / "results" / "eval" / run.folder
             evaluation.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "eval" / run.folder / "metrics.json", evaluation / "metrics.json")
@@ -233,8 +237,9 @@ def keep() -> None:
                 subprocess.run(["gzip", "-n9c", str(base / "eval" / run.folder / "predictions.tsv")], stdout=gz,
                                check=True)
             shutil.rmtree(HERE / "unfinished" / "train" / run.folder, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "inn", "runs", str(base), "--keep-states", str(HERE / "unfinished"),
-                        "--max-state-mb", "16"], check=True, stdout=subprocess.DEVNULL)
+        if any((base / "train").glob("*/*/*/seed*/history.tsv")):  # a run with a finished epoch to keep
+            subprocess.run([sys.executable, "-m", "inn", "runs", str(base), "--keep-states", str(HERE / "unfinished"),
+                            "--max-state-mb", "16"], check=True, stdout=subprocess.DEVNULL)
 
 
 def status() -> None:
