@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from inn.solvers import cuda_graph as graphs
-from inn.solvers._anderson_options import (  # SWEEPS and low_precision_pays: importable from here as before
+from inn.solvers._anderson_options import (
     LOW_PRECISION_MAX_ITER,
     chunk_length,
     compaction_pays,
@@ -39,6 +39,8 @@ from inn.solvers._anderson_options import (  # SWEEPS and low_precision_pays: im
     low_precision_version,
     sweep_map,
 )
+from inn.solvers._anderson_options import SWEEPS as SWEEPS  # importable from here as before
+from inn.solvers._anderson_options import low_precision_pays as low_precision_pays  # importable from here as before
 from inn.solvers._common import Counter, ResultCode, SolveResult, batch_norm, bcast, relative_residual
 from inn.solvers._newton import group_any
 
