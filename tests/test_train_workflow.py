@@ -111,6 +111,7 @@ def test_the_tagger_preset_trains_the_named_taggers_alone_in_a_folder_of_its_own
         "prepare_corpus",
         "train_model",
         "train_perceptron",
+        "train_segmenter",  # the corpus has the text of its sentences: the tagger file reads running text
         "evaluate_model",
         "export_tagger",
         "summarize_data",
