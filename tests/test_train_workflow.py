@@ -83,6 +83,7 @@ def test_the_tagger_preset_trains_the_named_taggers_alone_in_a_folder_of_its_own
         "models": {"pos": {"run": ["bilstm", "perceptron"], "baseline_hidden_size": 6, "perceptron_iterations": 1}},
         "features": {"max_words": 5000, "max_affixes": 500, "word_dim": 16, "affix_dim": 4},
         "training": {"pos": {"max_epochs": 1, "max_train": 30, "max_dev": 10}},
+        "segmenter": {"epochs": 1},
         "device": "cpu",
         "resources": {"threads": 1, "mem_mb": 1000, "runtime": 10},
     }
