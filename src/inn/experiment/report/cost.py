@@ -111,8 +111,9 @@ def _hours_until(cumulative: np.ndarray, epoch: int | None) -> float:
 
 
 def _below(dev: np.ndarray, target: float) -> tuple[int | None, int | None]:
-    """The first epoch whose dev error is below ``target``, and the epoch from which every later one is."""
-    below = dev < target
+    """The first epoch whose dev error reaches ``target`` (at or below it), and the epoch from
+    which every later one does."""
+    below = dev <= target  # the chosen b-LSTM reaches its own best
     first = int(np.argmax(below)) + 1 if below.any() else None
     if not below[-1]:
         return first, None
