@@ -21,7 +21,7 @@ UNRECORDED = "unrecorded"
 def source_commit() -> str:
     """The git commit of the ``inn`` source that is running: a short hash, with ``-dirty`` when
     the package's tracked files differ from it. A source tree exported by ``git archive`` (the
-    source shipped to a lent GPU machine, say) has no repository but names its commit in
+    source copied to another machine without its repository) has no repository but names its commit in
     ``inn/COMMIT``, which the archive fills in (``export-subst`` in ``.gitattributes``).
     Otherwise (an installed wheel) it is ``inn <version>``. Recorded in every epoch of a
     history, in resume states and in metrics, so that a run's numbers can be traced to the code
