@@ -242,7 +242,7 @@ class SequenceLabeler(nn.Module):
     logit of label 1). ``batch`` is a dict of padded tensors with a ``mask`` (B, n), True on
     real tokens: ``words``/``affixes``/``shapes`` (POS) or ``x`` (walks). ``forward(batch,
     start)`` hands ``start`` to the recurrent layer: the INN's warm start (the trainer's
-    :class:`inn.experiment.train.loop.WarmStarts`), ignored by the explicit baselines.
+    :class:`inn.experiment.train.warm_starts.WarmStarts`), ignored by the explicit baselines.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:

@@ -164,7 +164,7 @@ def batch_costs(model, batch: dict, normalise: str, clock: str = "process") -> d
     from ``forward_mean`` to ``rest_s``). ``normalise``: the training loss's ``"token"`` or
     ``"sentence"``."""
     import inn.solvers as solvers
-    from inn.experiment.train.loop import token_losses
+    from inn.experiment.train.losses import token_losses
 
     layer = model.rnn
     now = time.process_time if clock == "process" else time.perf_counter

@@ -1,5 +1,6 @@
-"""The training stage (``workflow/rules/train.smk``): the training loop with its resume states,
-warm starts, solver tally and losses (:mod:`~inn.experiment.train.loop`, ``inn train``), NLTK's
+"""The training stage (``workflow/rules/train.smk``): the training loop (:mod:`~inn.experiment.train.loop`,
+``inn train``) with its settings, data, epochs, losses, solver tally, warm starts, resume states
+and output folder (a module each, which the loop's docstring lists), NLTK's
 averaged perceptron trained as the classical peer (:mod:`~inn.experiment.train.perceptron`) and
 a trained model scored on its test split (:mod:`~inn.experiment.train.evaluate`).
 
