@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from inn.errors import InnError
-from inn.experiment.report.collect import best_bilstm, find_run_files, load_runs, run_key, run_label
+from inn.experiment.report.runs import find_run_files, load_runs, run_key, run_label
+from inn.experiment.report.table1 import best_bilstm
 from inn.registry import TASKS
 from inn.tables import write_tsv
 

@@ -4,17 +4,24 @@ beside the paper's, and the implicit-layer benchmark.
 Each is a :class:`inn.experiment.report.views.TableView` with headers a reader understands (what a
 column measures and in which unit, not the TSV's column name), numbers to significant figures,
 and for measurements their quality: r² of a fit, repeats, the machine's load while timing and
-a note where they cannot be trusted (:func:`inn.experiment.timing.fits.trust_notes`).
+a note where they cannot be trusted (:func:`inn.experiment.timing.fits.trust_notes`). The
+implicit-layer benchmark's tables (:func:`benchmark_tables`) are data frames, one per weight set.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from inn.experiment.report import paper
+from inn.experiment.report.runs import run_key
 from inn.experiment.report.views import Cell, TableView, fmt, sig
 from inn.experiment.timing.fits import trust_notes
+from inn.models import MODELS, bidirectional_baselines, model_with_role
+from inn.tables import read_tsv
 
 
 def _percent(rate) -> str:
@@ -174,3 +181,54 @@ def benchmark_quality(group: pd.DataFrame) -> pd.DataFrame:
         load = runs["load"].max() if "load" in runs else np.nan
         rows[method] = {"repeats": repeats, "load": load, "note": trust_notes(times, repeats=repeats, load=load)}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def benchmark_tables(paths: Iterable[str | Path]) -> list[dict]:
+    """Forward+backward seconds per method (rows) and length (columns), one table per weight set.
+
+    A column gives each method's time over the bidirectional GRU's at the longest n, the figure
+    the implicit layer's speed is judged by; the last ones its repeats, the machine's load while
+    timing and why its times cannot be trusted (:func:`benchmark_quality`).
+    """
+    tables = []
+    for path in paths:
+        frame = read_tsv(path)
+        key = run_key(path)
+        for (weights, hidden), group in frame.groupby(["weights", "hidden"], sort=False):
+            pivot = group.pivot_table(index="method", columns="n", values="forward_backward_s", aggfunc="min")
+            pivot = pivot.reindex(list(dict.fromkeys(group.method)))
+            longest = pivot.columns.max()
+            reference = model_with_role("timing_reference")  # the BiGRU
+            if reference in pivot.index:
+                pivot[f"x {MODELS[reference].label} at n={longest}"] = pivot[longest] / pivot.loc[reference, longest]
+            pivot.columns = [f"n={c}" if not isinstance(c, str) else c for c in pivot.columns]
+            quality = benchmark_quality(group).reindex(pivot.index)
+            pivot["repeats"], pivot["load"] = quality["repeats"], quality["load"]
+            pivot["can it be trusted?"] = quality["note"].replace("", "no warning")
+            title = f"{key['task']} {key['dataset']}: {weights} weights, k = {hidden}"
+            tables.append({"title": title, "table": pivot.reset_index()})
+            peers = group[group.method.str.startswith("torchdeq")]
+            if not peers.empty:
+                tables.append({"title": f"{title}: forward, ours and TorchDEQ's", "table": _forward_table(group)})
+    return tables
+
+
+def _forward_table(group: pd.DataFrame) -> pd.DataFrame:
+    """Forward seconds of our solvers and TorchDEQ's on the same systems (its solvers have no
+    backward of their own), with F evaluations, the final residual in our definition and the
+    failed sequences at the longest n, and each row's time over our fastest there."""
+    # the implicit GRU's systems: not the baselines' rows, nor another cell's (the implicit LSTM's)
+    implicit = group[
+        ~group.method.isin(bidirectional_baselines().values())
+        & (group.get("cell", pd.Series("", index=group.index)).astype(str) != "lstm")
+    ]
+    pivot = implicit.pivot_table(index="method", columns="n", values="forward_s", aggfunc="min")
+    pivot = pivot.reindex(list(dict.fromkeys(implicit.method)))
+    longest = pivot.columns.max()
+    last = implicit[implicit.n == longest].groupby("method", sort=False)
+    pivot.columns = [f"n={c}" for c in pivot.columns]
+    for column, name in (("function_evals", "F"), ("residual_max", "residual"), ("failed", "failed")):
+        pivot[f"{name} at n={longest}"] = last[column].max()
+    ours = pivot.loc[[m for m in pivot.index if not m.startswith("torchdeq")], f"n={longest}"].min()
+    pivot[f"x our best at n={longest}"] = pivot[f"n={longest}"] / ours
+    return pivot.reset_index()
