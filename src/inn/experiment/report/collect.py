@@ -34,13 +34,22 @@ from pathlib import Path
 
 import pandas as pd
 
+# The `X as X` imports keep the old module's names found here for a release (CHANGELOG.md).
 from inn.experiment.report.checks import check_floors
+from inn.experiment.report.comparisons import BOOTSTRAP_SEED as BOOTSTRAP_SEED
 from inn.experiment.report.comparisons import COMPARISON_COLUMNS
-from inn.experiment.report.runs import FLOOR_PATH as FLOOR_PATH  # for the tests that import it from here
+from inn.experiment.report.runs import FLOOR_PATH as FLOOR_PATH
+from inn.experiment.report.runs import RUN_PATH as RUN_PATH
+from inn.experiment.report.runs import SIZED as SIZED
 from inn.experiment.report.runs import find_run_files, load_floors, load_runs
-from inn.experiment.report.runs import run_key as run_key  # for the tests that import it from here
+from inn.experiment.report.runs import run_key as run_key
+from inn.experiment.report.runs import run_label as run_label
+from inn.experiment.report.table1 import best_bilstm as best_bilstm
+from inn.experiment.report.table1 import matched_bilstm as matched_bilstm
 from inn.experiment.report.table1 import table1
 from inn.experiment.report.table2 import table2
+from inn.experiment.report.verdicts import VERDICT_COLUMNS as VERDICT_COLUMNS
+from inn.experiment.report.verdicts import default_paper_corpora as default_paper_corpora
 from inn.experiment.report.verdicts import verdicts
 from inn.io import check_out_dir, refuse_inputs_as_outputs
 from inn.tables import read_tsv, write_tsv

@@ -24,6 +24,7 @@ from inn.errors import InnError
 from inn.experiment.config import paper_corpora, pos_corpora
 from inn.experiment.report import paper
 from inn.experiment.report.cost import cost_figure
+from inn.experiment.report.figures import figure_uri as figure_uri
 from inn.experiment.report.figures import (
     learning_curves,
     optional_uri,
@@ -37,6 +38,8 @@ from inn.experiment.report.figures import learning_figure as learning_figure  # 
 from inn.experiment.report.figures import solver_figure as solver_figure
 from inn.experiment.report.figures import timing_plot as timing_plot
 from inn.experiment.report.figures import walk_lengths_plot as walk_lengths_plot
+from inn.experiment.report.provenance import LOCATIONS as LOCATIONS  # the old names, still found here
+from inn.experiment.report.provenance import PACKAGES as PACKAGES
 from inn.experiment.report.provenance import (
     device_description,
     git_revision,
