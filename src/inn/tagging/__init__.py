@@ -10,8 +10,10 @@ trained tagger file, and score what it tagged.
 - :mod:`~inn.tagging.perceptron`: NLTK's averaged perceptron, the classical peer;
 - :mod:`~inn.tagging.scoring`: scores of predicted against gold sequences, the same for every
   model; :mod:`~inn.tagging.conll18`: the CoNLL 2018 shared task's scorer;
-- :mod:`~inn.tagging.commands`: ``inn tag``, ``export-tagger``, ``benchmark-tagger``,
-  ``score-text`` and ``conllu-text``.
+- the commands: :mod:`~inn.tagging.commands` (``inn tag``), :mod:`~inn.tagging.export`
+  (``export-tagger``), :mod:`~inn.tagging.throughput` (``benchmark-tagger``),
+  :mod:`~inn.tagging.shared_task` (``score-text``, ``conllu-text``), reading their inputs
+  through :mod:`~inn.tagging.files`.
 """
 
 from inn.tagging.conll18 import score_texts
