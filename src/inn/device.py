@@ -3,11 +3,12 @@ how many CPU threads it takes when not told."""
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import torch
 
-from inn.errors import InnError
+from inn.errors import InnError, positive_int
 
 
 def resolve_device(device: str) -> torch.device:
@@ -19,6 +20,20 @@ def resolve_device(device: str) -> torch.device:
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise InnError(f"device must be auto, cpu or cuda, not {device!r}")
     return torch.device(device)
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """A command's ``--device`` option, as :func:`resolve_device` reads it."""
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """A command's ``--threads`` option, as :func:`set_threads` reads it."""
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+    )
 
 
 #: the most CPU threads a job takes when not told: the models' matrices (k of a few hundred,

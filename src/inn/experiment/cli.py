@@ -44,13 +44,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "inn.experiment.train.segmenter:train_segmenter_main",
         "learn a tokenizer and sentence splitter from a CoNLL-U file with text",
     ),
-    "export-tagger": ("inn.tagging.commands:export_main", "write a self-contained tagger file from a POS checkpoint"),
-    "benchmark-tagger": ("inn.tagging.commands:benchmark_main", "tokens per second of taggers on one text"),
+    "export-tagger": ("inn.tagging.export:export_main", "write a self-contained tagger file from a POS checkpoint"),
+    "benchmark-tagger": ("inn.tagging.throughput:benchmark_main", "tokens per second of taggers on one text"),
     "score-text": (
-        "inn.tagging.commands:score_main",
+        "inn.tagging.shared_task:score_main",
         "CoNLL 2018 shared task scores of a tagged text against its gold CoNLL-U",
     ),
-    "conllu-text": ("inn.tagging.commands:conllu_text_main", "the raw text of a CoNLL-U file, as a UD release's .txt"),
+    "conllu-text": (
+        "inn.tagging.shared_task:conllu_text_main",
+        "the raw text of a CoNLL-U file, as a UD release's .txt",
+    ),
     "train-perceptron": (
         "inn.experiment.train.perceptron:main",
         "train NLTK's averaged perceptron tagger (the classical peer)",

@@ -36,9 +36,10 @@ from inn.data.features import FeatureExtractor
 from inn.errors import InnError
 from inn.models import predict
 from inn.tagging.documents import TextSentence, read_text, write_text
+from inn.tagging.english import ptb_escapes
 from inn.tagging.scoring import score_pos
 from inn.tagging.segmenter import Segmenter
-from inn.tagging.tokenize import RawSentence, Tokenizer, ptb_escapes, tokenizer_for
+from inn.tagging.tokenize import RawSentence, Tokenizer, tokenizer_for
 
 log = logging.getLogger(__name__)
 

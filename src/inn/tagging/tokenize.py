@@ -17,14 +17,8 @@ conventions for English, chosen by the corpus format a tagger file records:
   tokens. The escape is only what the model reads (:attr:`Word.model_form`): every word's
   :attr:`Word.form` is the text as written, so output keeps the text recoverable.
 
-Sentences come from Punkt (:class:`nltk.tokenize.punkt.PunktSentenceTokenizer`, Kiss & Strunk
-2006), the algorithm behind NLTK's ``sent_tokenize``, given the abbreviations of the model's
-own training vocabulary (every word it saw that ends in a period, ``Mr.``, ``U.S.``, ``etc.``).
-NLTK's pretrained English Punkt parameters (the ``punkt_tab`` data) are not used: they are a
-separate download that NLTK does not ship, and a tagger's output should not depend on which
-data a machine happens to have. A blank line always ends a sentence (a paragraph break); a
-single line break is a space, as in the raw text files of UD releases, which wrap lines at 80
-characters.
+Sentences come from Punkt given the abbreviations of the model's own training vocabulary
+(:mod:`inn.tagging.sentences`); a blank line always ends one.
 
 Words within a sentence come from NLTK's Treebank tokenizer
 (:class:`nltk.tokenize.TreebankWordTokenizer`), the Penn Treebank's own rules (Robert
@@ -34,6 +28,7 @@ clitics need a space after them) and whose URLs and e-mail addresses are masked,
 offsets are the text's; the rules above then adapt its split to the convention.
 
 Languages: English only (:data:`TOKENIZERS`); :func:`tokenizer_for` refuses another by name.
+The rules' word lists and patterns are :mod:`inn.tagging.english`'s.
 """
 
 from __future__ import annotations
@@ -44,210 +39,33 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from inn.errors import InnError
+from inn.tagging.english import (
+    ABBREVIATIONS,
+    APOSTROPHES,
+    BARE_CONTRACTIONS,
+    CLITIC,
+    DOTS,
+    FINAL_PERIOD,
+    HYPHENATED,
+    JOINED_CONTRACTIONS,
+    KEPT_PREFIXES,
+    PROTECTED,
+    QUOTES,
+    SECOND_HALVES,
+    SLASHED,
+    join_runs,
+    ptb_escapes,
+    split_at,
+)
+from inn.tagging.english import PTB_ESCAPES as PTB_ESCAPES
+from inn.tagging.sentences import SPACES, SentenceSplitter, abbreviations
 
 log = logging.getLogger(__name__)
 
 CONVENTIONS = ("ud", "ptb")
 #: language code -> what tokenizes it
 TOKENIZERS: dict[str, Callable[..., Tokenizer]] = {}
-
-# Same-length stand-ins, so that the Treebank tokenizer's offsets are the text's.
-_QUOTES = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u201b": "'",
-        "\u2032": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u201f": '"',
-        "\u2033": '"',
-    }
-)
-_PROTECTED = re.compile(
-    r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\"\.,;:!?\)\]}']"  # URLs, without trailing punctuation
-    r"|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses, tried only where a run starts (linear)
-    r"|(?<!\S)[:;=][-o^']?[()\[\]DPp/\\|3*]+(?=[\s.,!?]|$)"  # emoticons :) :-( ;P
-)
-# every whitespace character as a space: a line break inside a paragraph is a space to every rule
-_SPACES = str.maketrans({c: " " for c in map(chr, range(0x3000 + 1)) if c.isspace()})
-_BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
 _NON_SPACE = re.compile(r"\S+")
-_CLITIC = re.compile(r"(?i)^(?:['\u2019`](?:s|m|d|ll|re|ve)|n['\u2019]t)$")
-_APOSTROPHE = ("'", "\u2019")
-# the second halves the Treebank tokenizer splits off a word (MacIntyre's contractions)
-_SECOND_HALVES = {"not", "na", "ta", "me", "'n", "'ye", "is", "was"}
-_HYPHENATED = re.compile(r"^(?=.*[^\W\d_])[^\W_]+(?:-[^\W_]+)+$")  # parts of letters or digits, a letter somewhere
-_SLASHED = re.compile(r"^[^\W\d_]+(?:/[^\W\d_]+)+$")
-_DOTS = re.compile(r"^(\w+)(\.{2,})(\w*)$")  # missing..and, Depot..
-_FINAL_PERIOD = re.compile(r"^[^\W_][^.]*[^\W_]\.$|^[^\W\d_]\w*\.$")  # format. (one period, at the end)
-_RUNS = (
-    re.compile(r"^[.?!]+$"),
-    re.compile(r"^[-=~_*+#]+$"),
-    re.compile(r"^<+$"),
-    re.compile(r"^>+$"),
-    re.compile(r"^\$+$"),
-)
-# prefixes UD English keeps attached to the word after the hyphen (UD guidelines, EWT's practice)
-_KEPT_PREFIXES = {
-    "e",
-    "non",
-    "pre",
-    "post",
-    "co",
-    "ex",
-    "re",
-    "anti",
-    "pro",
-    "multi",
-    "mid",
-    "semi",
-    "sub",
-    "intra",
-    "counter",
-    "over",
-    "under",
-    "mis",
-    "de",
-    "un",
-    "bi",
-    "tri",
-    "uni",
-    "neo",
-    "pseudo",
-    "quasi",
-    "ultra",
-    "mega",
-    "mini",
-    "cyber",
-    "cross",
-    "socio",
-    "psycho",
-}
-# common English abbreviations, besides those of the model's vocabulary (titles, months, days, Latin)
-_ENGLISH_ABBREVIATIONS = {
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "prof",
-    "rev",
-    "hon",
-    "capt",
-    "col",
-    "gen",
-    "gov",
-    "lt",
-    "sgt",
-    "sen",
-    "rep",
-    "st",
-    "jr",
-    "sr",
-    "inc",
-    "corp",
-    "co",
-    "ltd",
-    "bros",
-    "dept",
-    "univ",
-    "assn",
-    "ave",
-    "blvd",
-    "rd",
-    "mt",
-    "ft",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
-    "mon",
-    "tue",
-    "tues",
-    "wed",
-    "thu",
-    "thur",
-    "thurs",
-    "fri",
-    "sat",
-    "sun",
-    "vs",
-    "etc",
-    "e.g",
-    "i.e",
-    "cf",
-    "al",
-    "approx",
-    "est",
-    "fig",
-    "no",
-    "nos",
-    "vol",
-    "pp",
-    "ca",
-    "viz",
-    "a.m",
-    "p.m",
-    "u.s",
-    "u.k",
-    "u.n",
-}
-# apostrophe-less contractions that UD English still splits (EWT: ``dont`` = ``do`` + ``nt``)
-_BARE_CONTRACTIONS = {
-    "dont": 2,
-    "didnt": 3,
-    "doesnt": 4,
-    "isnt": 2,
-    "wasnt": 3,
-    "arent": 3,
-    "werent": 4,
-    "cant": 2,
-    "couldnt": 5,
-    "wouldnt": 5,
-    "shouldnt": 6,
-    "havent": 4,
-    "hasnt": 3,
-    "hadnt": 3,
-    "wont": 2,
-    "aint": 2,
-    "im": 1,
-    "ive": 1,
-    "thats": 4,
-}
-#: the Penn Treebank's spelling of brackets
-PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-", "}": "-RCB-"}
-#: each bracket's escapes, nearest first: a corpus may write only some (NLTK's sample of the
-#: WSJ has ``-LCB-`` but no ``-LSB-``), and its taggers have seen and tagged only those
-_BRACKET_ESCAPES = {
-    "(": ("-LRB-",),
-    ")": ("-RRB-",),
-    "[": ("-LSB-", "-LCB-", "-LRB-"),
-    "]": ("-RSB-", "-RCB-", "-RRB-"),
-    "{": ("-LCB-", "-LSB-", "-LRB-"),
-    "}": ("-RCB-", "-RSB-", "-RRB-"),
-}
-
-
-def ptb_escapes(vocabulary: Iterable[str] = ()) -> dict[str, str]:
-    """Each bracket's Penn Treebank escape, as a tagger of ``vocabulary`` (its training words)
-    reads it: the nearest escape the vocabulary holds (``[`` as ``-LCB-`` for a corpus without
-    ``-LSB-``), else :data:`PTB_ESCAPES`'s, so that a bracket is never an unseen word when
-    training saw another of its kind."""
-    known = {w.lower() for w in vocabulary}
-    return {
-        bracket: next((e for e in escapes if e.lower() in known), PTB_ESCAPES[bracket])
-        for bracket, escapes in _BRACKET_ESCAPES.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -307,28 +125,6 @@ class RawSentence:
         return self.tokens[-1].end
 
 
-def abbreviations(words: Iterable[str]) -> set[str]:
-    """The abbreviations among a vocabulary's words, as Punkt keeps them (lowercased, without the
-    final period): every word of two or more characters that ends in a period and holds a letter
-    (``Mr.`` -> ``mr``, ``U.S.`` -> ``u.s``, ``etc.`` -> ``etc``)."""
-    return {w[:-1].lower() for w in words if len(w) > 1 and w.endswith(".") and any(c.isalpha() for c in w)}
-
-
-def paragraphs(text: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` spans of the blank-line-separated paragraphs of ``text``, surrounding
-    whitespace left out."""
-    spans, start = [], 0
-    for match in [*_BLANK_LINE.finditer(text), None]:
-        end = match.start() if match else len(text)
-        chunk = text[start:end]
-        if chunk.strip():
-            lead = len(chunk) - len(chunk.lstrip())
-            spans.append((start + lead, start + len(chunk.rstrip())))
-        if match:
-            start = match.end()
-    return spans
-
-
 class Tokenizer:
     """Sentence splitting and tokenization of English running text (see the module docstring).
 
@@ -342,37 +138,22 @@ class Tokenizer:
 
     def __init__(self, convention: str = "ud", vocabulary: Iterable[str] = ()) -> None:
         from nltk.tokenize import TreebankWordTokenizer
-        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
         if convention not in CONVENTIONS:
             raise InnError(f"unknown tokenization convention {convention!r}: use {' or '.join(CONVENTIONS)}")
         self.convention = convention
         self.vocabulary = {w.lower() for w in vocabulary}
         self.escapes = ptb_escapes(self.vocabulary)
-        params = PunktParameters()
-        self.abbreviations = abbreviations(self.vocabulary) | _ENGLISH_ABBREVIATIONS
-        params.abbrev_types = set(self.abbreviations)
-        self._sentences = PunktSentenceTokenizer(params)
+        self.abbreviations = abbreviations(self.vocabulary) | ABBREVIATIONS
+        self._sentences = SentenceSplitter(self.abbreviations)
         self._words = TreebankWordTokenizer()
 
     # ----------------------------------------------------------------------- sentences
 
     def sentence_spans(self, text: str) -> list[tuple[int, int, bool]]:
-        """``(start, end, new_paragraph)`` of every sentence of ``text``. Punkt's sentences that
-        no space separates (``wow!`` ``!``) are one."""
-        spans: list[tuple[int, int, bool]] = []
-        for p_start, p_end in paragraphs(text):
-            first = True
-            for s_start, s_end in self._sentences.span_tokenize(text[p_start:p_end].translate(_SPACES)):
-                start, end = p_start + s_start, p_start + s_end
-                if not text[start:end].strip():
-                    continue
-                if not first and spans[-1][1] == start:
-                    spans[-1] = (spans[-1][0], end, spans[-1][2])
-                else:
-                    spans.append((start, end, first))
-                first = False
-        return spans
+        """``(start, end, new_paragraph)`` of every sentence of ``text``
+        (:meth:`inn.tagging.sentences.SentenceSplitter.spans`)."""
+        return self._sentences.spans(text)
 
     def split(self, text: str) -> list[RawSentence]:
         """The sentences of ``text`` with their tokens and words; every offset indexes ``text``."""
@@ -400,7 +181,7 @@ class Tokenizer:
         """The tokens of the sentence ``text[start:end]``."""
         end = len(text) if end is None else end
         sentence = text[start:end]
-        masked = _PROTECTED.sub(lambda m: "x" * len(m.group()), sentence.translate(_QUOTES).translate(_SPACES))
+        masked = PROTECTED.sub(lambda m: "x" * len(m.group()), sentence.translate(QUOTES).translate(SPACES))
         pieces = self._pieces(sentence, masked)
         pieces = [(a + start, b + start, m) for a, b, m in pieces]
         if self.convention == "ud":
@@ -421,7 +202,7 @@ class Tokenizer:
             point = begin + len(form)
             if self.convention == "ptb":
                 model = token if token in ("``", "''") else self.escapes.get(token, sentence[begin:point])
-                model = model.translate(_QUOTES)
+                model = model.translate(QUOTES)
             else:
                 model = sentence[begin:point]
             pieces.append((begin, point, model))
@@ -433,22 +214,22 @@ class Tokenizer:
         out: list[tuple[int, int, str]] = []
         for a, b, form in pieces:
             lower = form.lower()
-            for pattern, mark in ((_HYPHENATED, "-"), (_SLASHED, "/")):
+            for pattern, mark in ((HYPHENATED, "-"), (SLASHED, "/")):
                 if (
                     pattern.match(form)
                     and lower not in self.vocabulary
-                    and lower.split(mark)[0] not in (_KEPT_PREFIXES if mark == "-" else ())
+                    and lower.split(mark)[0] not in (KEPT_PREFIXES if mark == "-" else ())
                 ):
-                    out += _split_at(form, a, mark, self.vocabulary)
+                    out += split_at(form, a, mark, self.vocabulary)
                     break
             else:
                 out += self._ud_piece(a, b, form, lower)
-        return _join_runs(text, out)
+        return join_runs(text, out)
 
     def _ud_piece(self, a: int, b: int, form: str, lower: str) -> list[tuple[int, int, str]]:
         """One Treebank token as UD English writes it: a period run or a final period split off,
         a leading quote split off, a bare contraction split."""
-        dots = _DOTS.match(form)
+        dots = DOTS.match(form)
         if dots:
             parts = [p for p in dots.groups() if p]
             out, at = [], a
@@ -456,17 +237,17 @@ class Tokenizer:
                 out.append((at, at + len(part), part))
                 at += len(part)
             return out
-        if _FINAL_PERIOD.match(form) and lower not in self.vocabulary and lower[:-1] not in self.abbreviations:
+        if FINAL_PERIOD.match(form) and lower not in self.vocabulary and lower[:-1] not in self.abbreviations:
             return [(a, b - 1, form[:-1]), (b - 1, b, ".")]
         if (
             len(form) > 1
-            and form[0] in _APOSTROPHE + ('"',)
+            and form[0] in APOSTROPHES + ('"',)
             and form[1].isalpha()
-            and not _CLITIC.match(form)
+            and not CLITIC.match(form)
             and lower not in self.vocabulary
         ):
             return [(a, a + 1, form[0]), (a + 1, b, form[1:])]
-        cut = _BARE_CONTRACTIONS.get(lower)
+        cut = BARE_CONTRACTIONS.get(lower)
         if cut is not None:
             return [(a, a + cut, form[:cut]), (a + cut, b, form[cut:])]
         return [(a, b, form)]
@@ -478,7 +259,7 @@ class Tokenizer:
         open_quote = False
         for i, (a, b, model) in enumerate(pieces):
             word = Word(text[a:b], a, b, model)
-            if word.form in _APOSTROPHE:  # a lone ' opens or closes a quote, or is a possessive
+            if word.form in APOSTROPHES:  # a lone ' opens or closes a quote, or is a possessive
                 follows_space = a == 0 or text[a - 1].isspace()
                 if follows_space and i + 1 < len(pieces) and pieces[i + 1][0] == b:
                     open_quote = True
@@ -498,61 +279,14 @@ class Tokenizer:
         if not before[-1:].isalpha() or len(previous.words) > 1:
             return False
         lower = word.form.lower()
-        if _CLITIC.match(word.form):
+        if CLITIC.match(word.form):
             return True
-        if word.form in _APOSTROPHE:  # the possessive of a plural: parents'
+        if word.form in APOSTROPHES:  # the possessive of a plural: parents'
             return before[-1] in "sS" and (i + 1 == len(pieces) or pieces[i + 1][0] > word.end)
         bare = (before + word.form).lower()
-        if bare in _BARE_CONTRACTIONS and _BARE_CONTRACTIONS[bare] == len(before):
+        if bare in BARE_CONTRACTIONS and BARE_CONTRACTIONS[bare] == len(before):
             return True
-        return lower in _SECOND_HALVES and (before + word.form).lower() in {
-            "cannot",
-            "gonna",
-            "gotta",
-            "gimme",
-            "lemme",
-            "wanna",
-            "more'n",
-            "d'ye",
-            "'tis",
-            "'twas",
-        }
-
-
-def _join_runs(text: str, pieces: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Adjacent pieces of one punctuation run (``!!!``, ``?!``, ``<<``, ``=---``) as one piece,
-    its form sliced from ``text`` once (joining the forms piece by piece is quadratic in a run's
-    length)."""
-    out: list[tuple[int, int, str | None]] = []
-    kind_before = None
-    for a, b, form in pieces:
-        kind = next((i for i, run in enumerate(_RUNS) if run.match(form)), None)
-        if kind is not None and kind == kind_before and out[-1][1] == a:
-            out[-1] = (out[-1][0], b, None)
-        else:
-            out.append((a, b, form))
-        kind_before = kind
-    return [(a, b, text[a:b] if form is None else form) for a, b, form in out]
-
-
-def _split_at(form: str, start: int, mark: str, vocabulary: set[str]) -> list[tuple[int, int, str]]:
-    """``form`` (at ``start``) split at every ``mark``, the mark a piece of its own; a part that
-    the vocabulary holds with the mark after it stays so (``w/`` in ``w/it``)."""
-    out: list[tuple[int, int, str]] = []
-    at = start
-    parts = form.split(mark)
-    for i, part in enumerate(parts):
-        last = i + 1 == len(parts)
-        if not last and (part + mark).lower() in vocabulary:
-            out.append((at, at + len(part) + 1, part + mark))
-            at += len(part) + 1
-            continue
-        out.append((at, at + len(part), part))
-        at += len(part)
-        if not last:
-            out.append((at, at + 1, mark))
-            at += 1
-    return out
+        return lower in SECOND_HALVES and (before + word.form).lower() in JOINED_CONTRACTIONS
 
 
 def _english(convention: str = "ud", vocabulary: Iterable[str] = ()) -> Tokenizer:

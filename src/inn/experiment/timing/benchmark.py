@@ -8,7 +8,7 @@ forward+backward time (a linear loss on all outputs) are measured in the same ru
 solver's iteration counts and residuals. Weight sets:
 
 - ``init``: a freshly initialised layer;
-- ``harder<c>``: the same with every recurrent matrix (:data:`RECURRENT`: the GRU's U_p,
+- ``harder<c>``: the same with every recurrent matrix (:data:`~inn.experiment.timing.harder.RECURRENT`: the GRU's U_p,
   U_n, U_z, U_r, U; the LSTM's U_p, U_n and gate matrices; a cell of one's own: all its
   matrices) scaled by one factor, found by bisection, so that dF/dH at the solution has
   spectral radius c (``--harder``, default 0.84). Training grows the recurrent weights; real
@@ -28,26 +28,28 @@ for the implicit GRU and for a cell of one's own, BiLSTM for the implicit LSTM).
 prints a table and writes one CSV row per measurement (atomically). Times are the minimum
 over ``--repeats`` interleaved rounds after one warm-up round: on a shared machine the
 minimum is the least disturbed figure.
+
+The steps live in modules of their own: :mod:`~inn.experiment.timing.closures` (what is timed
+and how), :mod:`~inn.experiment.timing.harder` (the ``harder<c>`` weights),
+:mod:`~inn.experiment.timing.rows` (the measurements, fits, table and TSV) and
+:mod:`~inn.experiment.timing.jvp` (``--jvp-only``); this module holds the command.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import io
 import logging
-import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 from torch import nn
 
-from inn.device import machine_load, resolve_device, set_threads
+from inn.device import add_device_argument, add_threads_argument, machine_load, resolve_device, set_threads
 from inn.errors import InnError, at_least, positive_float, positive_int
 from inn.experiment.timing.benchmark_layers import (
     METHODS,
@@ -56,9 +58,19 @@ from inn.experiment.timing.benchmark_layers import (
     layer_config,
     load_layer_weights,
 )
-from inn.experiment.timing.fits import fit_power_law, fitted_lengths, synchronize
+from inn.experiment.timing.closures import (
+    baseline_closures,
+    exact_gradient,
+    implicit_closures,
+    solver_figures,
+    time_interleaved,
+)
+from inn.experiment.timing.harder import jacobian_radius as jacobian_radius
+from inn.experiment.timing.harder import make_harder
+from inn.experiment.timing.jvp import jvp_lines, jvp_variants
 from inn.experiment.timing.peers import MISSING_NOTE, PEERS, available, peer_summary
-from inn.models import MODELS, bidirectional_baselines, model_with_role
+from inn.experiment.timing.rows import Row, fits, format_table, write_rows
+from inn.models import MODELS, bidirectional_baselines
 from inn.solvers import ConvergenceWarning
 from inn.tables import write_tsv
 
@@ -67,203 +79,19 @@ log = logging.getLogger(__name__)
 #: methods that only mean something on a CUDA device (skipped elsewhere, with a note)
 CUDA_ONLY = ("anderson_graph",)
 BASELINES = ("gru", "lstm")
+SLOW_NOTE = "skipped: too slow at a shorter n (--max-seconds)"
 
 
 @dataclass
-class Row:
-    """One measurement (one CSV row)."""
+class _WeightSet:
+    """One weight set's layer (``init``, ``harder<c>`` or ``checkpoint``), as every method and
+    length of it is timed: its width k, config and input size, and the layer itself."""
 
-    weights: str
-    method: str
+    name: str
     hidden: int
-    n: int
-    batch: int
-    device: str
-    dtype: str
-    cell: str = ""  #: the implicit cell ("gru", "lstm", one's own); empty for baselines and peers' own rows
-    threads: int = 0
-    clock: str = "wall"
-    repeats: int = 0  #: timed rounds (1: timed once, too slow to repeat)
-    load: float = float("nan")  #: the machine's one-minute load average after the rounds
-    forward_s: float = float("nan")
-    forward_backward_s: float = float("nan")
-    newton_mean: float = float("nan")
-    krylov_mean: float = float("nan")
-    function_evals: float = float("nan")
-    residual_max: float = float("nan")
-    failed: int = 0
-    backward_iterations: float = float("nan")
-    backward_residual_max: float = float("nan")
-    grad_cosine: float = float("nan")  #: of the parameters' gradient with the exact one (tight adjoint)
-    grad_error: float = float("nan")  #: ||g - g_exact|| / ||g_exact||, the same gradients
-    note: str = ""
-
-
-def _time_interleaved(
-    fns: dict[str, Callable[[], object]], repeats: int, device: torch.device, clock: str = "wall"
-) -> dict[str, float]:
-    """Minimum time of each function over ``repeats`` rounds, after one warm-up round.
-
-    The functions take turns within each round, so a burst of load from other processes on a
-    shared machine hits all of them alike, and the minimum is the least disturbed figure.
-    ``clock="process"`` measures this process's CPU time instead of wall time: with one
-    thread (``--threads 1``) it is the compute time, nearly immune to other processes.
-    """
-    now = time.process_time if clock == "process" else time.perf_counter
-    best = {name: math.inf for name in fns}
-    for round_ in range(repeats + 1):
-        for name, fn in fns.items():
-            synchronize(device)
-            start = now()
-            fn()
-            synchronize(device)
-            if round_:
-                best[name] = min(best[name], now() - start)
-    return best
-
-
-def jacobian_radius(layer, xi: torch.Tensor, mask: torch.Tensor, iterations: int = 60) -> float:
-    """Spectral radius of dF/dH at the solution (the hardest sequence of the batch), by power
-    iteration with analytic J V products. It is the asymptotic contraction factor of plain
-    fixed-point iteration: the number "trained-like" systems (``--harder``) are described by."""
-    from inn.solvers import solve
-
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        system = layer.system(xi, mask)
-        H, stats = solve(system, "anderson", tol=1e-5, max_iter=300, candidates=("F0",))
-        if not bool(stats.converged.all()):
-            return math.inf  # too hard to even solve: certainly past any target radius
-        lin = system.linearize(H)
-        v = torch.randn(H.shape, generator=torch.Generator().manual_seed(1), dtype=H.dtype).to(H.device)
-        v = v * system.maskf
-        v = v / v.norm()
-        logs = []
-        for i in range(iterations):
-            w = lin.jvp(v)
-            norm = w.norm()
-            if not torch.isfinite(norm) or norm == 0:
-                return float(norm)
-            if i >= iterations // 2:
-                logs.append(math.log(float(norm)))
-            v = w / norm
-    return math.exp(sum(logs) / len(logs))
-
-
-#: the recurrent matrices of the implicit GRU and LSTM, what ``harder`` weight sets scale (of
-#: a layer with none of them, a cell of one's own: all its matrices)
-RECURRENT = ("weight_pn", "weight_zr", "weight_c", "weight_gates")
-
-
-def make_harder(layer, xi: torch.Tensor, mask: torch.Tensor, contraction: float, steps: int = 10) -> float:
-    """Scale the recurrent matrices (:data:`RECURRENT`, all by one factor) until dF/dH at
-    the solution has spectral radius ``contraction`` (bisection in log space); returns the
-    factor used."""
-    params = dict(layer.named_parameters())
-    base = {name: p.detach().clone() for name, p in params.items() if name in RECURRENT}
-    base = base or {name: p.detach().clone() for name, p in params.items() if p.dim() >= 2}
-
-    def apply(factor: float) -> float:
-        with torch.no_grad():
-            for name, value in base.items():
-                params[name].copy_(value * factor)
-        return jacobian_radius(layer, xi, mask)
-
-    lo, hi = 0.5, 8.0
-    for _ in range(steps):
-        mid = math.sqrt(lo * hi)
-        rho = apply(mid)
-        if math.isfinite(rho) and rho < contraction:
-            lo = mid
-        else:
-            hi = mid
-    rho = apply(lo)
-    log.info(
-        "harder weights: recurrent matrices x %.3f -> spectral radius of dF/dH %.3f (target %.3f)", lo, rho, contraction
-    )
-    return lo
-
-
-def _implicit_closures(layer, xi, mask, target) -> tuple[Callable[[], object], Callable[[], object]]:
-    def forward():
-        with torch.no_grad():
-            layer(xi, mask)
-
-    def forward_backward():
-        layer.zero_grad(set_to_none=True)
-        x = xi.detach().requires_grad_(True)
-        (layer(x, mask) * target).sum().backward()
-
-    return forward, forward_backward
-
-
-def _baseline_closures(kind, k, xi, device, dtype) -> tuple[Callable[[], object], Callable[[], object]]:
-    cls = nn.GRU if kind == "gru" else nn.LSTM
-    rnn = cls(xi.shape[-1], k, batch_first=True, bidirectional=True).to(device=device, dtype=dtype)
-    proj = torch.randn(2 * k, generator=torch.Generator().manual_seed(2)).to(device=device, dtype=dtype)
-
-    def forward():
-        with torch.no_grad():
-            rnn(xi)
-
-    def forward_backward():
-        rnn.zero_grad(set_to_none=True)
-        x = xi.detach().requires_grad_(True)
-        (rnn(x)[0] * proj).sum().backward()
-
-    return forward, forward_backward
-
-
-def _parameter_gradient(layer) -> torch.Tensor:
-    return torch.cat([p.grad.flatten() for p in layer.parameters() if p.grad is not None]).double()
-
-
-def _exact_gradient(base, xi, mask, target, tol: float) -> torch.Tensor:
-    """The parameters' gradient of the benchmark's loss with forward and adjoint solved 100x
-    tighter than the benchmark's tol (the reference of the grad_* columns)."""
-    layer = copy.deepcopy(base)
-    layer.solver, layer.options = "anderson", {"tol": tol / 100, "max_iter": 1000}
-    layer.backward_options = {"backward_solver": "anderson", "backward_low_precision": False, "backward_max_iter": 1000}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        _implicit_closures(layer, xi, mask, target)[1]()
-    return _parameter_gradient(layer)
-
-
-def _solver_figures(layer, xi, mask, target, device, clock: str, exact: torch.Tensor | None = None) -> dict:
-    """Iterations and residuals of one forward and one forward+backward, and their times;
-    with ``exact``, the parameters' gradient's cosine and relative error against it."""
-    now = time.process_time if clock == "process" else time.perf_counter
-    out: dict = {}
-    forward, forward_backward = _implicit_closures(layer, xi, mask, target)
-    synchronize(device)
-    start = now()
-    forward()
-    synchronize(device)
-    out["forward_s"] = now() - start
-    st = layer.last_stats.summary()
-    out.update(
-        newton_mean=st["iterations_mean"],
-        krylov_mean=st["krylov_mean"],
-        function_evals=st["function_evals"],
-        residual_max=st["residual_max"],
-        failed=st["failed"],
-    )
-    start = now()
-    forward_backward()
-    synchronize(device)
-    out["forward_backward_s"] = now() - start
-    bst = layer.last_backward_stats
-    if bst is not None:
-        its = bst.krylov_iterations if bst.krylov_iterations.any() else bst.newton_iterations
-        out["backward_iterations"] = float(its.float().mean())
-        out["backward_residual_max"] = float(bst.residual.max())
-        out["failed"] += bst.num_failed
-    if exact is not None:
-        got = _parameter_gradient(layer)
-        out["grad_cosine"] = float(torch.nn.functional.cosine_similarity(got, exact, dim=0))
-        out["grad_error"] = float((got - exact).norm() / exact.norm())
-    return out
+    config: object
+    input_size: int
+    layer: nn.Module
 
 
 def _trained(args: argparse.Namespace, device: torch.device) -> tuple[tuple | None, Callable | None]:
@@ -290,7 +118,6 @@ def _trained(args: argparse.Namespace, device: torch.device) -> tuple[tuple | No
 def run(args: argparse.Namespace) -> list[Row]:
     """All measurements of one benchmark invocation."""
     device = torch.device(args.device)
-    dtype = getattr(torch, args.dtype)
     if args.threads:  # main() has set the default
         torch.set_num_threads(args.threads)
     unknown = [m for m in args.methods if m not in METHODS]
@@ -309,88 +136,136 @@ def run(args: argparse.Namespace) -> list[Row]:
         gen = torch.Generator().manual_seed(args.seed)
         torch.manual_seed(args.seed)
         cfg, input_size = trained[:2] if weights == "checkpoint" else (layer_config(model, k, k), k)
-        base = build_layer(cfg, input_size, options={"tol": args.tol})
-        if weights == "checkpoint":
-            base.load_state_dict(trained[2])
-        base.to(device=device, dtype=dtype)
+        base = _weight_set_layer(args, cfg, input_size, trained[2] if weights == "checkpoint" else None)
         if contraction is not None:
-            calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=dtype)
+            calib_x = torch.randn(args.batch, 40, input_size, generator=gen).to(device=device, dtype=_dtype(args))
             calib_mask = torch.ones(args.batch, 40, dtype=torch.bool, device=device)
             make_harder(base, calib_x, calib_mask, contraction)
+        weight_set = _WeightSet(weights, k, cfg, input_size, base)
         slow: set[str] = set()
         for n in args.lengths:
-            xi = torch.randn(args.batch, n, input_size, generator=gen).to(device=device, dtype=dtype)
-            mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
-            if real_inputs is not None and weights == "checkpoint":
-                xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
-            target = torch.randn(args.batch, n, base.output_size, generator=gen).to(device=device, dtype=dtype)
-            common = dict(
-                weights=weights,
-                hidden=k,
-                n=n,
-                batch=args.batch,
-                device=str(device),
-                dtype=args.dtype,
-                threads=torch.get_num_threads(),
-                clock=args.clock,
-                repeats=args.repeats,
-            )
-            closures: dict[str, Callable[[], object]] = {}
-            row_of: dict[str, Row] = {}
-            exact = _exact_gradient(base, xi, mask, target, args.tol)
-            for method in args.methods:
-                row = row_of[method] = Row(method=method, cell=cell, **common)
-                if method in slow:
-                    row.note = "skipped: too slow at a shorter n (--max-seconds)"
-                    continue
-                if method in CUDA_ONLY and device.type != "cuda":
-                    row.note = "skipped: CUDA graphs need a CUDA device"
-                    continue
-                solver, options = METHODS[method]
-                # every method solves the weight set's own layer
-                layer = build_layer(cfg, input_size, solver, {**options, "tol": args.tol})
-                layer.load_state_dict(base.state_dict())
-                layer.to(device=device, dtype=dtype)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    for key, value in _solver_figures(layer, xi, mask, target, device, args.clock, exact).items():
-                        setattr(row, key, value)
-                if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
-                    # too slow to repeat: keep this one measurement, skip longer n
-                    slow.add(method)
-                    row.note, row.repeats = "timed once", 1
-                    continue
-                closures[method + "/fwd"], closures[method + "/fb"] = _implicit_closures(layer, xi, mask, target)
-            for peer in args.peers:
-                _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": cell}, slow)
-            for kind in args.baselines:
-                name = bidirectional_baselines()[kind]
-                row_of[name] = Row(method=name, **common)
-                closures[f"{name}/fwd"], closures[f"{name}/fb"] = _baseline_closures(kind, k, xi, device, dtype)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                times = _time_interleaved(closures, args.repeats, device, args.clock)
-            load = machine_load()
-            for name, row in row_of.items():
-                row.load = load
-                if name + "/fwd" in times:
-                    row.forward_s = times[name + "/fwd"]
-                    row.forward_backward_s = times.get(name + "/fb", float("nan"))
-                rows.append(row)
-                log.info(
-                    "%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
-                    weights,
-                    k,
-                    n,
-                    name,
-                    row.forward_s,
-                    row.forward_backward_s,
-                    row.newton_mean,
-                    row.krylov_mean,
-                    row.residual_max,
-                    row.failed,
-                    row.note,
-                )
+            rows += _time_length(args, weight_set, n, cell, gen, real_inputs if weights == "checkpoint" else None, slow)
+    return rows
+
+
+def _dtype(args: argparse.Namespace) -> torch.dtype:
+    """The torch dtype of ``--dtype``."""
+    return getattr(torch, args.dtype)
+
+
+def _weight_set_layer(args: argparse.Namespace, cfg, input_size: int, state: dict | None) -> nn.Module:
+    """A weight set's layer at ``--tol`` on the benchmark's device and dtype: fresh (seeded by
+    the caller), or with the checkpoint's ``state``."""
+    base = build_layer(cfg, input_size, options={"tol": args.tol})
+    if state is not None:
+        base.load_state_dict(state)
+    return base.to(device=torch.device(args.device), dtype=_dtype(args))
+
+
+def _time_length(
+    args: argparse.Namespace,
+    weight_set: _WeightSet,
+    n: int,
+    cell: str,
+    gen: torch.Generator,
+    real_inputs: Callable | None,
+    slow: set[str],
+) -> list[Row]:
+    """The rows of one weight set at length n: every method, peer and baseline on one batch,
+    timed in interleaved rounds. A method too slow to repeat joins ``slow``."""
+    device, dtype = torch.device(args.device), _dtype(args)
+    xi = torch.randn(args.batch, n, weight_set.input_size, generator=gen).to(device=device, dtype=dtype)
+    mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
+    if real_inputs is not None:
+        xi = real_inputs(n)[0].to(dtype)  # windows of n real tokens: every position real
+    base = weight_set.layer
+    target = torch.randn(args.batch, n, base.output_size, generator=gen).to(device=device, dtype=dtype)
+    common = dict(
+        weights=weight_set.name,
+        hidden=weight_set.hidden,
+        n=n,
+        batch=args.batch,
+        device=str(device),
+        dtype=args.dtype,
+        threads=torch.get_num_threads(),
+        clock=args.clock,
+        repeats=args.repeats,
+    )
+    closures: dict[str, Callable[[], object]] = {}
+    row_of: dict[str, Row] = {}
+    exact = exact_gradient(base, xi, mask, target, args.tol)
+    for method in args.methods:
+        row = row_of[method] = Row(method=method, cell=cell, **common)
+        timed = _time_method(args, method, row, weight_set, (xi, mask, target), exact, slow)
+        if timed is not None:
+            closures[method + "/fwd"], closures[method + "/fb"] = timed
+    for peer in args.peers:
+        _add_peer(peer, base, xi, mask, target, args, row_of, closures, {**common, "cell": cell}, slow)
+    for kind in args.baselines:
+        name = bidirectional_baselines()[kind]
+        row_of[name] = Row(method=name, **common)
+        closures[f"{name}/fwd"], closures[f"{name}/fb"] = baseline_closures(kind, weight_set.hidden, xi, device, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        times = time_interleaved(closures, args.repeats, device, args.clock)
+    return _timed_rows(row_of, times)
+
+
+def _time_method(
+    args: argparse.Namespace, method: str, row: Row, weight_set: _WeightSet, batch: tuple, exact: torch.Tensor, slow
+) -> tuple[Callable[[], object], Callable[[], object]] | None:
+    """One implicit method on the weight set's own layer: its solver figures set on ``row``
+    and its closures to time with the rest; None when it is skipped (too slow at a shorter n,
+    CUDA only) or timed once here (too slow to repeat: it then joins ``slow``)."""
+    device = torch.device(args.device)
+    if method in slow:
+        row.note = SLOW_NOTE
+        return None
+    if method in CUDA_ONLY and device.type != "cuda":
+        row.note = "skipped: CUDA graphs need a CUDA device"
+        return None
+    solver, options = METHODS[method]
+    # every method solves the weight set's own layer
+    layer = build_layer(weight_set.config, weight_set.input_size, solver, {**options, "tol": args.tol})
+    layer.load_state_dict(weight_set.layer.state_dict())
+    layer.to(device=device, dtype=_dtype(args))
+    xi, mask, target = batch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for key, value in solver_figures(layer, xi, mask, target, device, args.clock, exact).items():
+            setattr(row, key, value)
+    if row.forward_backward_s > args.max_seconds / (args.repeats + 1):
+        # too slow to repeat: keep this one measurement, skip longer n
+        slow.add(method)
+        row.note, row.repeats = "timed once", 1
+        return None
+    return implicit_closures(layer, xi, mask, target)
+
+
+def _timed_rows(row_of: dict[str, Row], times: dict[str, float]) -> list[Row]:
+    """The rows with their interleaved times and the machine's load set, each logged."""
+    load = machine_load()
+    rows = []
+    for name, row in row_of.items():
+        row.load = load
+        if name + "/fwd" in times:
+            row.forward_s = times[name + "/fwd"]
+            row.forward_backward_s = times.get(name + "/fb", float("nan"))
+        rows.append(row)
+        log.info(
+            "%s k=%d n=%d %s: fwd %.4fs fwd+bwd %.4fs newton %.1f krylov %.1f res %.1e failed %d %s",
+            row.weights,
+            row.hidden,
+            row.n,
+            name,
+            row.forward_s,
+            row.forward_backward_s,
+            row.newton_mean,
+            row.krylov_mean,
+            row.residual_max,
+            row.failed,
+            row.note,
+        )
     return rows
 
 
@@ -404,7 +279,7 @@ def _add_peer(
 
     row = row_of[name] = Row(method=name, **common)
     if name in slow:
-        row.note = "skipped: too slow at a shorter n (--max-seconds)"
+        row.note = SLOW_NOTE
         return
     peer = Peer(name, layer, xi, mask, target, args.tol)
     now = time.process_time if args.clock == "process" else time.perf_counter
@@ -422,133 +297,30 @@ def _add_peer(
         closures[name + "/fb"] = peer.forward_backward
 
 
-def jvp_variants(args: argparse.Namespace) -> list[dict]:
-    """Time the three ways of forming J V at a solution: the analytic linearisation (what the
-    solvers use), ``torch.func.jvp`` and the double-backward trick (both kept as test
-    references). The analytic one pays its setup (``linearize``) once per Newton step. On
-    ``--model``'s layer."""
-    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    model = benchmarked_model(args.model)
-    cell = MODELS[model].cell.removeprefix("implicit_")
-    out = []
-    for k in args.hidden:
-        layer = build_layer(layer_config(model, k, k), k).to(device=device, dtype=dtype)
-        gen = torch.Generator().manual_seed(args.seed)
-        n = 40 if 40 in args.lengths else args.lengths[len(args.lengths) // 2]
-        xi = torch.randn(args.batch, n, k, generator=gen).to(device=device, dtype=dtype)
-        mask = torch.ones(args.batch, n, dtype=torch.bool, device=device)
-        system = layer.system(xi, mask)
-        with torch.no_grad():
-            H = system.F(system.F(torch.zeros(system.shape, device=device, dtype=dtype)))
-            lin = system.linearize(H)
-        V = torch.randn(system.shape, generator=gen).to(device=device, dtype=dtype)
-
-        def double_backward():
-            Hg = H.detach().requires_grad_(True)
-            FH = system.F(Hg)
-            W = torch.zeros_like(FH, requires_grad=True)
-            (g,) = torch.autograd.grad(FH, Hg, W, create_graph=True)
-            return torch.autograd.grad(g, W, V)[0]
-
-        fns = {
-            "F": lambda: system.F(H),
-            "linearize": lambda: system.linearize(H),
-            "analytic_jvp": lambda: lin.jvp(V),
-            "analytic_vjp": lambda: lin.vjp(V),
-            "red_black_sweep": lambda: system.sweep(H),
-            "torch_func_jvp": lambda: torch.func.jvp(system.F, (H,), (V,)),
-            "double_backward_jvp": double_backward,
-        }
-        with torch.no_grad():
-            times = _time_interleaved(
-                {name: fns[name] for name in fns if name != "double_backward_jvp"}, args.repeats, device, args.clock
-            )
-        times.update(_time_interleaved({"double_backward_jvp": double_backward}, args.repeats, device, args.clock))
-        for name, seconds in times.items():
-            out.append({"cell": cell, "hidden": k, "n": n, "batch": args.batch, "operation": name, "seconds": seconds})
-    return out
-
-
-def fits(rows: list[Row]) -> list[dict]:
-    """t = a n^p per (weights, hidden, method), for forward and forward+backward times; only
-    where at least two lengths were timed (a column with fewer is NaN: TorchDEQ's
-    forward-only rows have no forward+backward)."""
-    groups: dict[tuple, list[Row]] = {}
-    for row in rows:
-        groups.setdefault((row.weights, row.hidden, row.method), []).append(row)
-    out = []
-    for (weights, hidden, method), group in groups.items():
-        ns = [r.n for r in group]
-        entry = {"weights": weights, "hidden": hidden, "method": method}
-        for column in ("forward_s", "forward_backward_s"):
-            times = [getattr(r, column) for r in group]
-            a, p, r2 = fit_power_law(ns, times)
-            # the lengths fitted: a method skipped at long n is fitted on the short ones only
-            fitted = [n for n, kept in zip(ns, fitted_lengths(ns, times)) if kept]
-            entry.update(
-                {
-                    f"{column}_a": a,
-                    f"{column}_p": p,
-                    f"{column}_r2": r2,
-                    f"{column}_n": f"{min(fitted)}-{max(fitted)}" if fitted else "",
-                }
-            )
-        if math.isfinite(entry["forward_s_p"]) or math.isfinite(entry["forward_backward_s_p"]):
-            out.append(entry)
-    return out
-
-
-def format_table(rows: list[Row], fit_rows: list[dict]) -> str:
-    """A plain-text table of the measurements, each implicit row's ratio to the bidirectional
-    baseline of its cell (``x bi``: BiLSTM for the implicit LSTM, else the BiGRU, the timing
-    reference), and the fits."""
-    buf = io.StringIO()
-    baselines = bidirectional_baselines()
-    ref = {(r.method, r.weights, r.hidden, r.n): r for r in rows if r.method in baselines.values()}
-    buf.write(
-        f"{'weights':<11} {'k':>4} {'n':>4} {'method':<25} {'cell':>4} {'fwd s':>8} {'fwd+bwd s':>9} {'x bi':>7} "
-        f"{'newton':>6} {'krylov':>6} {'F':>5} {'resid':>8} {'fail':>4} {'bwd it':>6} {'grad err':>8} {'cos':>8}\n"
-    )
-    for r in rows:
-        g = ref.get((baselines.get(r.cell, model_with_role("timing_reference")), r.weights, r.hidden, r.n))
-        ratio = r.forward_backward_s / g.forward_backward_s if g and g.forward_backward_s > 0 else float("nan")
-        buf.write(
-            f"{r.weights:<11} {r.hidden:>4} {r.n:>4} {r.method:<25} {r.cell:>4} {r.forward_s:>8.4f} "
-            f"{r.forward_backward_s:>9.4f} {ratio:>7.2f} {r.newton_mean:>6.1f} {r.krylov_mean:>6.1f} "
-            f"{r.function_evals:>5.0f} {r.residual_max:>8.1e} {r.failed:>4d} {r.backward_iterations:>6.1f} "
-            f"{r.grad_error:>8.1e} {r.grad_cosine:>8.5f}"
-            f"{'  ' + r.note if r.note else ''}\n"
-        )
-    if not fit_rows:  # one length: nothing to fit
-        return buf.getvalue()
-    buf.write("\nfits t = a * n^p (least squares in log-log space)\n")
-    buf.write(
-        f"{'weights':<11} {'k':>4} {'method':<25} {'fwd a':>9} {'fwd p':>6} {'fwd r2':>6} {'fwd n':>7} "
-        f"{'f+b a':>9} {'f+b p':>6} {'f+b r2':>6} {'f+b n':>7}\n"
-    )
-    for f in fit_rows:
-        buf.write(
-            f"{f['weights']:<11} {f['hidden']:>4} {f['method']:<25} {f['forward_s_a']:>9.2e} "
-            f"{f['forward_s_p']:>6.2f} {f['forward_s_r2']:>6.3f} {f['forward_s_n']:>7} "
-            f"{f['forward_backward_s_a']:>9.2e} {f['forward_backward_s_p']:>6.2f} "
-            f"{f['forward_backward_s_r2']:>6.3f} {f['forward_backward_s_n']:>7}\n"
-        )
-    return buf.getvalue()
-
-
-def write_rows(path: str | Path, rows: list[Row]) -> None:
-    """One row per measurement, as TSV (:func:`inn.tables.write_tsv`), written atomically."""
-    names = list(asdict(rows[0]).keys()) if rows else [f.name for f in Row.__dataclass_fields__.values()]
-    write_tsv(path, pd.DataFrame([asdict(row) for row in rows], columns=names))
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``inn benchmark``, one group of arguments after another."""
     parser = argparse.ArgumentParser(prog="inn benchmark", description=__doc__.split("\n\n")[0])
+    _add_size_arguments(parser)
+    _add_method_arguments(parser)
+    _add_layer_arguments(parser)
+    _add_timing_arguments(parser)
+    _add_mode_arguments(parser)
+    parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
+    parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
+    return parser
+
+
+def _add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """The systems' sizes: hidden widths, sequence lengths, batch."""
     parser.add_argument("--hidden", type=positive_int, nargs="+", default=[200, 448], help="hidden sizes k")
     parser.add_argument(
         "--lengths", type=positive_int, nargs="+", default=[10, 20, 40, 80, 160], help="sequence lengths n"
     )
     parser.add_argument("--batch-size", dest="batch", type=positive_int, default=20, help="sequences per batch")
+
+
+def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is timed: our methods, TorchDEQ's, the baselines, at which tolerance and weights."""
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -572,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time trained-like weights: recurrent matrices scaled until dF/dH at the "
         "solution has this spectral radius (0.84 and 0.95 were seen in trained INNs)",
     )
+
+
+def _add_layer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Whose layer: a model of the registry, or a trained checkpoint's (with its real inputs)."""
     parser.add_argument(
         "--model",
         help="the implicit model of the registry whose layer is timed (default: the "
@@ -590,7 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with a whole implicit model's checkpoint: its prepared data folder; the trained layer is then "
         "fed its encoder's output on real dev tokens (walks: fresh walks) instead of noise",
     )
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+
+
+def _add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where and how it is timed: device, dtype, rounds, budget, threads, clock, seed."""
+    add_device_argument(parser)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument(
@@ -600,11 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="budget per method and (weights, k, n): a method whose forward+backward takes over "
         "max-seconds / (repeats + 1) is timed once and skipped at longer n",
     )
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
-    )
+    add_threads_argument(parser)
     parser.add_argument(
         "--clock",
         choices=["wall", "process"],
@@ -613,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
         "busy machine: it measures work, not the neighbours' load)",
     )
     parser.add_argument("--seed", type=at_least(0), default=1)
+
+
+def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """The other measurements instead of the table: J V products alone, or a step's breakdown."""
     parser.add_argument(
         "--jvp-only",
         action="store_true",
@@ -633,9 +413,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="--breakdown: the model's adjoint with this backward_fallback (none: off; default: as "
         "trained, else the layer's float64)",
     )
-    parser.add_argument("--out", default="results/benchmark/benchmark.tsv", help="TSV of measurements")
-    parser.add_argument("--fits-out", help="TSV of the fits (default: beside --out, *_fits.tsv)")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -645,21 +422,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.clock == "process" and not args.device.startswith("cpu"):
         raise InnError("--clock process measures CPU time: use it with --device cpu")
     set_threads(args.threads)
-    unknown = sorted(set(args.peers or ()) - set(PEERS))
-    if unknown:
-        raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
-    peer_note = ""
-    if not available():
-        peer_note = MISSING_NOTE if args.peers is None or args.peers else ""
-        args.peers = []
-    elif args.peers is None:
-        args.peers = list(PEERS)
+    peer_note = _choose_peers(args)
     if args.fits_out and len(set(args.lengths)) < 2:
         raise InnError("--fits-out needs at least two --lengths: the fits are t = a n^p over the lengths")
     if args.breakdown:
         from inn.experiment.timing.breakdown import run_breakdown, summary_table, write_breakdown
 
-        batches = run_breakdown(args, _baseline_closures)
+        batches = run_breakdown(args, baseline_closures)
         write_breakdown(args.out, batches)
         log.info("wrote %s", args.out)
         print(summary_table(batches))
@@ -667,11 +436,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.jvp_only:
         variants = jvp_variants(args)
         write_tsv(args.out, pd.DataFrame(variants))
-        for v in variants:
-            print(
-                f"{v['cell']:<4} k={v['hidden']:>4} n={v['n']:>3} B={v['batch']:>3} {v['operation']:<20} "
-                f"{v['seconds'] * 1e3:8.2f} ms"
-            )
+        for line in jvp_lines(variants):
+            print(line)
         return
     rows = run(args)
     fit_rows = fits(rows)
@@ -685,3 +451,18 @@ def main(argv: list[str] | None = None) -> None:
     print(format_table(rows, fit_rows) + (f"\n{peer_note}\n" if peer_note else peer_summary(rows, list(METHODS))))
     if peer_note:
         log.warning(peer_note)
+
+
+def _choose_peers(args: argparse.Namespace) -> str:
+    """Set ``args.peers`` to the TorchDEQ rows to time (all by default where torchdeq is
+    installed, none without it); returns the note that they were asked for but are missing."""
+    unknown = sorted(set(args.peers or ()) - set(PEERS))
+    if unknown:
+        raise InnError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
+    peer_note = ""
+    if not available():
+        peer_note = MISSING_NOTE if args.peers is None or args.peers else ""
+        args.peers = []
+    elif args.peers is None:
+        args.peers = list(PEERS)
+    return peer_note

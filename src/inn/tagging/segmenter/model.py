@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from inn.tagging.segmenter.multiword import MultiwordSplitter
-from inn.tagging.tokenize import RawSentence, Token, Word, paragraphs
+from inn.tagging.sentences import paragraphs
+from inn.tagging.tokenize import RawSentence, Token, Word
 
 log = logging.getLogger(__name__)
 
