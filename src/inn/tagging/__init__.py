@@ -5,8 +5,9 @@ trained tagger file, and score what it tagged.
   loaded and applied (what ``inn tag`` runs);
 - :mod:`~inn.tagging.tokenize`: running text split into words by a language's rules in a
   corpus's conventions (:mod:`~inn.tagging.sentences`: its sentence splitter;
-  :mod:`~inn.tagging.english`: English's word lists and patterns); :mod:`~inn.tagging.segmenter`: a tokenizer, sentence splitter and
-  multiword splitter learned from a treebank's text;
+  :mod:`~inn.tagging.english`: English's word lists and patterns);
+  :mod:`~inn.tagging.segmenter`: a tokenizer, sentence splitter and multiword splitter learned
+  from a treebank's text;
 - :mod:`~inn.tagging.documents`: the text formats read and written, kept line for line;
 - :mod:`~inn.tagging.perceptron`: NLTK's averaged perceptron, the classical peer;
 - :mod:`~inn.tagging.scoring`: scores of predicted against gold sequences, the same for every

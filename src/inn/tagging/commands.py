@@ -24,7 +24,11 @@ from inn.device import add_device_argument, add_threads_argument, set_threads
 from inn.errors import InnError, positive_int
 from inn.io import refuse_inputs_as_outputs, write_output
 from inn.tagging.documents import INPUT_FORMATS, OUTPUT_FORMATS, TextSentence, write_text
+from inn.tagging.export import export_main as export_main  # X as X: the other commands, found here for a release
 from inn.tagging.files import input_bytes, read_conllu_file, read_inputs
+from inn.tagging.shared_task import conllu_text_main as conllu_text_main
+from inn.tagging.shared_task import score_main as score_main
+from inn.tagging.throughput import benchmark_main as benchmark_main
 
 log = logging.getLogger(__name__)
 
