@@ -31,7 +31,8 @@ import yaml  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
 from inn.errors import InnError  # noqa: E402
-from inn.experiment.config import paper_corpora, pos_corpora, validate_config  # noqa: E402
+from inn.experiment.config import validate_config  # noqa: E402
+from inn.experiment.config_runs import paper_corpora, pos_corpora  # noqa: E402
 from inn.experiment.report import paper  # noqa: E402
 from inn.experiment.report.collect import run_key  # noqa: E402
 from inn.experiment.report.cost import cost_figure  # noqa: E402

@@ -63,7 +63,8 @@ from inn.data.features import UNK
 from inn.device import resolve_device, set_threads
 from inn.errors import InnError, positive_int
 from inn.experiment.cli import LOG_FORMAT
-from inn.experiment.config import check_model_solver, check_settings, training_defaults
+from inn.experiment.config import check_model_solver, training_defaults
+from inn.experiment.config_schema import check_settings
 from inn.experiment.provenance import device_label, resumed_commit_note, source_commit
 from inn.io import (
     check_out_dir,
