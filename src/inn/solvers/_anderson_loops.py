@@ -23,16 +23,14 @@ def anderson_iterate(
     *,
     tol: float,
     max_iter: int,
-    groups: int = 1,
-    memory: int = 5,
-    beta: float = 1.0,
-    regularization: float = 1e-8,
-    divergence_factor: float = 1e4,
     true_residual: Callable[[Tensor], Tensor] | None = None,
     first: Tensor | tuple[Tensor, Tensor] | None = None,
     restrict: Restrict | None = None,
+    **options: Any,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
-    """Iterate x <- fmap(x) with Anderson(memory) until the residual is below ``tol``.
+    """Iterate x <- fmap(x) with Anderson(memory) until the residual is below ``tol``;
+    ``options``: :class:`AndersonState`'s (``groups``, ``memory``, ``beta``,
+    ``regularization``, ``divergence_factor``).
 
     The residual is ||fmap(x) - x|| / scale(x), or, when ``true_residual`` is given, that
     function's value, evaluated only when the proxy is below the sample's threshold (which
@@ -48,15 +46,7 @@ def anderson_iterate(
     quarter of it is done (:meth:`AndersonState.run`), so that a batch costs what its samples
     need rather than its slowest sample's iterations times its size. Only for ``groups == 1``.
     """
-    state = AndersonState(
-        x,
-        tol=tol,
-        groups=groups,
-        memory=memory,
-        beta=beta,
-        regularization=regularization,
-        divergence_factor=divergence_factor,
-    )
+    state = AndersonState(x, tol=tol, **options)
     evals, reported, true_residual = state.run(fmap, scale, 0, max_iter, true_residual, first, restrict)
     return (*state.finish(true_residual, reported), evals, state.checks)
 
@@ -97,8 +87,7 @@ def anderson_chunked(
     nothing: the iterates, iterations, residuals and codes are :func:`anderson_iterate`'s. The
     map evaluations returned count those extra steps too.
 
-    ``memory`` and ``options`` (``groups``, ``beta``, ``regularization``,
-    ``divergence_factor``): :func:`anderson_iterate`'s, with its defaults.
+    ``memory`` and ``options``: :class:`AndersonState`'s, as :func:`anderson_iterate` takes them.
     """
     options = {"tol": tol, "memory": memory, **options}  # the state's, named in the graph cache's key
     start, length = first_chunk_step(memory), chunk_length(steps, memory)

@@ -68,6 +68,11 @@ class AndersonState:
         regularization: float = 1e-8,
         divergence_factor: float = 1e4,
     ) -> None:
+        """Allocate the state of a solve from x (B, ...) to relative residual ``tol``: ``groups``
+        candidates per sequence (stacked, one sequence's verified candidate stops them all),
+        Anderson's ``memory`` (0: the damped step), damping ``beta``, the Tikhonov term
+        ``regularization`` of the least-squares weights, and ``divergence_factor``, the
+        multiple of the first step's residual that counts as diverged."""
         B, N = x.shape[0], x[0].numel()
         dev, dt = x.device, x.dtype
         self.tol, self.groups, self.memory, self.beta = tol, groups, memory, beta
