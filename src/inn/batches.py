@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from inn.data.corpora import Sentence, read_tagged
 from inn.data.features import UNK, FeatureExtractor
+from inn.data.tagged import Sentence, read_tagged
 from inn.data.walk import load_walks
 from inn.errors import InnError
 

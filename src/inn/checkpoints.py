@@ -99,7 +99,7 @@ def describe_data(
         if max_train is not None:
             from collections import Counter
 
-            from inn.data.corpora import read_tagged
+            from inn.data.tagged import read_tagged
 
             counts = Counter(
                 w.lower() for sentence in read_tagged(folder / "train.tsv")[:max_train] for w, _ in sentence
@@ -120,7 +120,7 @@ def dev_unseen_share(folder: str | os.PathLike, word_counts: dict[str, int]) -> 
     """The share of the prepared ``folder``'s dev tokens whose word training never showed (as
     unseen-word accuracy counts them, lowercased): what a tagger's text normally holds, against
     which ``inn tag`` judges whether a text is foreign to it. ``None`` without a dev split."""
-    from inn.data.corpora import read_tagged
+    from inn.data.tagged import read_tagged
 
     path = Path(folder) / "dev.tsv"
     if not path.is_file():

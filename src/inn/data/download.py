@@ -19,7 +19,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from inn.data.corpora import EWT_FILES, read_conllu, read_treebank_sample
+from inn.data.conllu_files import EWT_FILES, read_conllu
+from inn.data.treebank import read_treebank_sample
 from inn.errors import InnError
 from inn.io import atomic_path
 

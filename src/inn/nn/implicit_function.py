@@ -58,7 +58,7 @@ from torch import Tensor
 from inn import solvers
 from inn.errors import InnError
 from inn.solvers import ADJOINT_SOLVERS, APPROXIMATE_ADJOINTS, ConvergenceWarning, adjoint_spec, cuda_graph
-from inn.solvers.anderson import compaction_pays
+from inn.solvers._anderson_options import compaction_pays
 
 log = logging.getLogger(__name__)
 

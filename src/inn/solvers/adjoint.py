@@ -14,8 +14,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from inn.solvers import anderson as _anderson
+from inn.solvers import anderson as _anderson  # anderson_chunked: looked up there, where tests replace it
 from inn.solvers import cuda_graph as _graphs
+from inn.solvers._anderson_loops import anderson_iterate
+from inn.solvers._anderson_options import LOW_PRECISION_MAX_ITER, low_precision_version
 from inn.solvers._common import ResultCode, SolveResult, SolverStats, batch_norm, bcast
 from inn.solvers._registry import AdjointSpec, SolverOption
 from inn.solvers.bicgstab import bicgstab
@@ -136,44 +138,19 @@ def _adjoint_anderson(
     ``select``: ``rows -> the linearisation of those sequences alone``; with it the eager
     tridiagonal solve drops the sequences that are done from the batch (the forward's
     ``compact``), each compaction costing one cell evaluation of the sequences that go on."""
-    _graphs.check_steps(cuda_graph_steps)
-    obstacle = None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured"
-    if not lin.system.graphable:
-        obstacle = "the cell has no analytic linearisation to capture"
-    graphed = _graphs.use(cuda_graph, g.device, obstacle)
+    graphed = _adjoint_graphed(lin, g, sweep, cuda_graph, cuda_graph_steps)
     scale = batch_norm(g)
     tiny = torch.finfo(g.dtype).tiny
     true_residual = lambda u: batch_norm(u - lin.vjp(u) - g) / scale.clamp_min(tiny)  # noqa: E731
-    start = u0
-    u0 = g if start is None else start
     its_low = low_evals = 0
-    if sweep == "red_black":
-        fmap = lambda u: lin.adjoint_sweep(u, g)  # noqa: E731
-    elif sweep == "tridiagonal":  # u + (I - D^T)^{-1} (g + J^T u - u), D factorised once
-        copy = copy_inverse(lin)
-        u0 = copy.solve(g)  # the step from u = 0, where J^T u costs nothing
-        if start is not None:  # per sequence, the warm start where it is the closer one
-            closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
-            u0 = torch.where(bcast(closer, u0), start, u0)
-            its_low = 1  # the two J^T products of the choice, counted as one iteration
-        fmap = _adjoint_step(lin.vjp, g, copy, scale)
-        # mixed precision, as the forward (inn.solvers.anderson.anderson): bfloat16 J^T
-        # products down to low_precision_tol, then float32 from there
-        low = _anderson.low_precision_version(lin, g, low_precision, tol, low_precision_tol)
-        if low is not None:
-            u0, its_pass, _, _, low_evals, _ = _anderson.anderson_iterate(
-                _adjoint_step(low.vjp, g, copy, scale),
-                u0,
-                lambda u: scale,
-                tol=low_precision_tol,
-                max_iter=min(max_iter, _anderson.LOW_PRECISION_MAX_ITER),
-                memory=memory,
-                restrict=_adjoint_restrict(select, g, scale, low=True) if select is not None else None,
-            )
-            its_low = its_low + its_pass
+    if sweep == "tridiagonal":
+        fmap, u0, its_low, low_evals = _tridiagonal_adjoint_start(
+            lin, g, scale, u0, tol, max_iter, memory, low_precision, low_precision_tol, select
+        )
+    elif sweep == "red_black":
+        fmap, u0 = (lambda u: lin.adjoint_sweep(u, g)), g if u0 is None else u0
     else:
-        fmap = lambda u: g + lin.vjp(u)  # noqa: E731
-        true_residual = None
+        fmap, u0, true_residual = (lambda u: g + lin.vjp(u)), g if u0 is None else u0, None
     if graphed:
         u, its, res, code, evals, checks = _anderson.anderson_chunked(
             _adjoint_segment_map,
@@ -187,7 +164,7 @@ def _adjoint_anderson(
         )
     else:
         restrict = _adjoint_restrict(select, g, scale) if select is not None and sweep == "tridiagonal" else None
-        u, its, res, code, evals, checks = _anderson.anderson_iterate(
+        u, its, res, code, evals, checks = anderson_iterate(
             fmap,
             u0,
             lambda u: scale,
@@ -203,6 +180,55 @@ def _adjoint_anderson(
     name = ("anderson" if memory else "fixed_point") + ("" if sweep == "jacobi" else f"_{sweep}")
     # J^T products: both passes' (bfloat16 ones too, as the forward counts its bfloat16 F)
     return u, _stats(name, SolveResult(u, its, torch.zeros_like(its), res, code), low_evals + evals + checks)
+
+
+def _adjoint_graphed(lin, g: Tensor, sweep: str, cuda_graph: bool | str, cuda_graph_steps: int) -> bool:
+    """Whether the adjoint runs in captured segments: only the tridiagonal sweep of a cell with
+    an analytic linearisation is captured (:func:`inn.solvers.cuda_graph.use`)."""
+    _graphs.check_steps(cuda_graph_steps)
+    obstacle = None if sweep == "tridiagonal" else f"the {sweep} adjoint is not captured"
+    if not lin.system.graphable:
+        obstacle = "the cell has no analytic linearisation to capture"
+    return _graphs.use(cuda_graph, g.device, obstacle)
+
+
+def _tridiagonal_adjoint_start(
+    lin,
+    g: Tensor,
+    scale: Tensor,
+    start: Tensor | None,
+    tol: float,
+    max_iter: int,
+    memory: int,
+    low_precision: bool | str,
+    low_precision_tol: float,
+    select: Callable[[Tensor], Any] | None,
+) -> tuple[Callable, Tensor, Any, int]:
+    """The tridiagonal adjoint's map u -> u + (I - D^T)^{-1} (g + J^T u - u), D factorised once,
+    and where it starts: the step from u = 0 (where J^T u costs nothing) or, per sequence, the
+    warm start ``start`` where that is the closer one; then, with mixed precision, a bfloat16
+    pass down to ``low_precision_tol`` (as the forward's, :func:`inn.solvers.anderson.anderson`).
+    Returns (map, start, iterations so far, bfloat16 J^T products)."""
+    copy = copy_inverse(lin)
+    u0 = copy.solve(g)
+    its_low = low_evals = 0
+    if start is not None:
+        closer = batch_norm(g + lin.vjp(start) - start) < batch_norm(g + lin.vjp(u0) - u0)
+        u0 = torch.where(bcast(closer, u0), start, u0)
+        its_low = 1  # the two J^T products of the choice, counted as one iteration
+    low = low_precision_version(lin, g, low_precision, tol, low_precision_tol)
+    if low is not None:
+        u0, its_pass, _, _, low_evals, _ = anderson_iterate(
+            _adjoint_step(low.vjp, g, copy, scale),
+            u0,
+            lambda u: scale,
+            tol=low_precision_tol,
+            max_iter=min(max_iter, LOW_PRECISION_MAX_ITER),
+            memory=memory,
+            restrict=_adjoint_restrict(select, g, scale, low=True) if select is not None else None,
+        )
+        its_low = its_low + its_pass
+    return _adjoint_step(lin.vjp, g, copy, scale), u0, its_low, low_evals
 
 
 def _adjoint_restrict(select: Callable[[Tensor], Any], g: Tensor, scale: Tensor, low: bool = False):

@@ -9,6 +9,7 @@ It checks the options once, builds the starting candidates, runs the registered 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Sequence
@@ -92,27 +93,12 @@ def solve(
             failed solve.
     """
     kinds = check(system, method, candidates, candidate_mode, start, options)
-    spec = SOLVERS[method]  # pick
-    max_iter = spec.max_iter if max_iter is None else int(max_iter)
-    # solve's own options, not the solver function's (absent: the method's default, or none)
-    fallback = options.pop(_FALLBACK.name, spec.defaults.get(_FALLBACK.name))
-    fallback_after = options.pop(_FALLBACK_AFTER.name, _FALLBACK_AFTER.default)
-    precise = fallback is not None and has_float64_copy(system)
-    first_max_iter = min(max_iter, fallback_after) if precise else max_iter
-    runner = Runner(spec.function, options, tol, torch.Generator().manual_seed(seed), start)
-    best, cand = run_candidates(runner, system, kinds, candidate_mode, first_max_iter)  # run
-    extra: dict[str, int] = {}
-    if precise:
-        first = kinds[start is not None]  # the first of the candidates proper
-        extra.update(float64_retry(runner, system, best, cand, len(kinds), first, first_max_iter, max_iter))
-    if fallback == "homotopy":
-        extra.update(homotopy_retry(runner, system, best, cand, len(kinds) + precise, precise))
+    plan = pick(system, method, max_iter, options)
+    runner = Runner(plan.function, options, tol, torch.Generator().manual_seed(seed), start)
+    best, cand = run_candidates(runner, system, kinds, candidate_mode, plan.first_max_iter)
+    extra = fallbacks(runner, system, best, cand, kinds, plan)
     stats = best.stats(
-        method,
-        candidate=cand,
-        function_evals=runner.counter.f,  # report
-        jacobian_products=runner.counter.jp,
-        extra=extra,
+        method, candidate=cand, function_evals=runner.counter.f, jacobian_products=runner.counter.jp, extra=extra
     )
     _report(stats, f"forward solve ({method})", tol, strict)
     return best.solution, stats
@@ -146,6 +132,49 @@ def check(
             raise InnError(f"start has shape {tuple(start.shape)}; the solution has {tuple(system.shape)}")
         kinds = ("start",) + kinds
     return kinds
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What :func:`solve` runs for a method: its solver function, iteration limits and fallback."""
+
+    function: Callable[..., Any]
+    max_iter: int
+    #: the candidates' limit: ``fallback_after`` where the float64 retry follows, else max_iter
+    first_max_iter: int
+    #: ``"homotopy"``, ``"float64"`` or None (:func:`solve`'s ``fallback`` option)
+    fallback: str | None
+    #: whether the float64 retry applies (a fallback, and a system with a float64 copy)
+    precise: bool
+
+
+def pick(system: FixedPointSystem, method: str, max_iter: int | None, options: dict[str, Any]) -> Plan:
+    """The registered solver of ``method`` and its limits; takes :func:`solve`'s own options
+    (``fallback``, ``fallback_after``) out of ``options``, leaving the solver function's."""
+    spec = SOLVERS[method]
+    max_iter = spec.max_iter if max_iter is None else int(max_iter)
+    # absent: the method's default, or none
+    fallback = options.pop(_FALLBACK.name, spec.defaults.get(_FALLBACK.name))
+    fallback_after = options.pop(_FALLBACK_AFTER.name, _FALLBACK_AFTER.default)
+    precise = fallback is not None and has_float64_copy(system)
+    first_max_iter = min(max_iter, fallback_after) if precise else max_iter
+    return Plan(spec.function, max_iter, first_max_iter, fallback, precise)
+
+
+def fallbacks(
+    runner: Runner, system: FixedPointSystem, best: SolveResult, cand: Tensor, kinds: tuple[str, ...], plan: Plan
+) -> dict[str, int]:
+    """Where the candidates ``kinds`` left sequences above tol: the float64 retry
+    (:func:`float64_retry`) where ``plan.precise``, then the homotopy (:func:`homotopy_retry`)
+    where ``plan.fallback`` is ``"homotopy"``, each as the candidate after the last. Returns
+    how many sequences each took (``stats.extra``)."""
+    extra: dict[str, int] = {}
+    if plan.precise:
+        first = kinds[runner.start is not None]  # the first of the candidates proper
+        extra.update(float64_retry(runner, system, best, cand, len(kinds), first, plan.first_max_iter, plan.max_iter))
+    if plan.fallback == "homotopy":
+        extra.update(homotopy_retry(runner, system, best, cand, len(kinds) + plan.precise, plan.precise))
+    return extra
 
 
 def has_float64_copy(system: FixedPointSystem) -> bool:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from inn.solvers._anderson_state import COMPACT_AT
 from inn.solvers._common import ResultCode, batch_norm, bcast
-from inn.solvers.anderson import COMPACT_AT
 from inn.solvers.bicgstab import KrylovInfo
 
 #: cycles in a row whose residual estimate met tol while the true residual stayed above it, after

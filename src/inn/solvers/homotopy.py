@@ -73,47 +73,14 @@ def homotopy_solve(
     n = system.shape[1]
     one = torch.ones(1, dtype=a.dtype, device=a.device)
     lam, H = torch.zeros_like(one), a.clone()
-
-    def corrected(lam_p: Tensor, H_p: Tensor, t_lam: Tensor, t_H: Tensor):
-        """Newton on rho = 0 within the plane through the prediction orthogonal to the
-        tangent; returns (lam, H, A^{-1} (a - F(H)) at the last linearisation) or None."""
-        lam_c, H_c = lam_p, H_p
-        for it in range(corrector_iter):
-            lin = system.linearize(H_c)
-            counter.f += 1
-            rho = H_c - lam_c * lin.F - (1 - lam_c) * a
-            f = a - lin.F
-            both = BlockTridiagonalLU(lin.blocks, n, lam_c).solve(torch.stack([rho, f], -1))
-            p, w = both[..., 0], both[..., 1]
-            off_plane = t_lam * (lam_c - lam_p) + batch_dot(t_H, H_c - H_p)
-            d_lam = (batch_dot(t_H, p) - off_plane) / (t_lam - batch_dot(t_H, w))
-            d_H = -p - d_lam * w
-            lam_c, H_c = lam_c + d_lam, H_c + d_H
-            moved = float(torch.sqrt(d_lam**2 + batch_dot(d_H, d_H)))
-            if not torch.isfinite(torch.as_tensor(moved)):
-                return None
-            if moved <= 1e-9 * (1 + float(batch_norm(H_c))):
-                return lam_c, H_c, w, it + 1
-            if it and moved > 0.5 * h:  # not contracting: the step was too long
-                return None
-        return None
-
-    def tangent(w: Tensor, t_lam: Tensor | None, t_H: Tensor | None) -> tuple[Tensor, Tensor]:
-        """The unit tangent (1, -A^{-1} f) / norm, oriented along the previous one."""
-        norm = torch.sqrt(1 + batch_dot(w, w))
-        n_lam, n_H = 1 / norm, -w / norm
-        if t_lam is not None and float(n_lam * t_lam + batch_dot(n_H, t_H)) < 0:
-            n_lam, n_H = -n_lam, -n_H
-        return n_lam, n_H
-
     lin = system.linearize(H)
     counter.f += 1
     w0 = BlockTridiagonalLU(lin.blocks, n, lam).solve(a - lin.F)
-    t_lam, t_H = tangent(w0, None, None)  # at lam = 0, A = I: the tangent (1, F(a) - a)
+    t_lam, t_H = _tangent(w0, None, None)  # at lam = 0, A = I: the tangent (1, F(a) - a)
     h, steps = step, 0
     while steps < max_steps:
         steps += 1
-        result = corrected(lam + h * t_lam, H + h * t_H, t_lam, t_H)
+        result = _corrected(system, a, counter, lam + h * t_lam, H + h * t_H, t_lam, t_H, h, corrector_iter)
         if result is None:
             h /= 2
             if h < 1e-10:
@@ -123,13 +90,60 @@ def homotopy_solve(
         if float(lam_c) >= 1:  # crossed lam = 1: back to it along the chord, then Newton on H = F(H)
             s = (1 - lam) / (lam_c - lam)
             return _finish(system, H + s * (H_c - H), counter, tol, n, steps)
-        t_lam, t_H = tangent(w, t_lam, t_H)
+        t_lam, t_H = _tangent(w, t_lam, t_H)
         lam, H = lam_c, H_c
         h = min(max_step, h * 1.5) if its <= 3 else h
     res = _residual(system, H, counter)
     code = ResultCode.MAX_ITERATIONS if steps >= max_steps else ResultCode.STALLED
     log.debug("homotopy stopped at lam %.4f after %d steps", float(lam), steps)
     return H, steps, res, int(code)
+
+
+def _corrected(
+    system,
+    a: Tensor,
+    counter: Counter,
+    lam_p: Tensor,
+    H_p: Tensor,
+    t_lam: Tensor,
+    t_H: Tensor,
+    h: float,
+    corrector_iter: int,
+) -> tuple[Tensor, Tensor, Tensor, int] | None:
+    """Newton on rho = 0 within the plane through the prediction (lam_p, H_p), a step of
+    arclength ``h`` along the tangent (t_lam, t_H), orthogonal to it; returns (lam, H,
+    A^{-1} (a - F(H)) at the last linearisation, corrections) or None when the corrections
+    do not settle within ``corrector_iter`` (the step was too long)."""
+    n = system.shape[1]
+    lam_c, H_c = lam_p, H_p
+    for it in range(corrector_iter):
+        lin = system.linearize(H_c)
+        counter.f += 1
+        rho = H_c - lam_c * lin.F - (1 - lam_c) * a
+        f = a - lin.F
+        both = BlockTridiagonalLU(lin.blocks, n, lam_c).solve(torch.stack([rho, f], -1))
+        p, w = both[..., 0], both[..., 1]
+        off_plane = t_lam * (lam_c - lam_p) + batch_dot(t_H, H_c - H_p)
+        d_lam = (batch_dot(t_H, p) - off_plane) / (t_lam - batch_dot(t_H, w))
+        d_H = -p - d_lam * w
+        lam_c, H_c = lam_c + d_lam, H_c + d_H
+        moved = float(torch.sqrt(d_lam**2 + batch_dot(d_H, d_H)))
+        if not torch.isfinite(torch.as_tensor(moved)):
+            return None
+        if moved <= 1e-9 * (1 + float(batch_norm(H_c))):
+            return lam_c, H_c, w, it + 1
+        if it and moved > 0.5 * h:  # not contracting: the step was too long
+            return None
+    return None
+
+
+def _tangent(w: Tensor, t_lam: Tensor | None, t_H: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The unit tangent (1, -A^{-1} f) / norm, oriented along the previous one."""
+    norm = torch.sqrt(1 + batch_dot(w, w))
+    n_lam, n_H = 1 / norm, -w / norm
+    if t_lam is not None and float(n_lam * t_lam + batch_dot(n_H, t_H)) < 0:
+        n_lam, n_H = -n_lam, -n_H
+    return n_lam, n_H
 
 
 def _finish(system, H: Tensor, counter: Counter, tol: float, n: int, steps: int, newton_iter: int = 20):

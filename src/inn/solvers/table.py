@@ -79,6 +79,11 @@ _FALLBACK_AFTER = SolverOption(
     "fallback_after", 100, "float32 iterations per candidate before the fallback takes over", type="integer", minimum=1
 )
 FALLBACK_OPTIONS = (_FALLBACK, _FALLBACK_AFTER)
+# the default starting points: Newton wants a point near the solution, F(0) is one evaluation
+# away; the iterations' first sweep from zero is as good as the paper's one-step guess (which
+# costs two sequential GRU sweeps)
+_NEWTON_STARTS = ("F0", "one_step", "random")
+_ITERATION_STARTS = ("zeros", "one_step", "random")
 
 
 def _sweep(default: str) -> SolverOption:
@@ -142,7 +147,7 @@ for _spec in (
             _DIVERGENCE,
         ),
         max_iter=40,
-        candidates=("F0", "one_step", "random"),
+        candidates=_NEWTON_STARTS,
         doc="the paper's Newton-BiCGSTAB (inn.solvers.newton_krylov)",
     ),
     SolverSpec(
@@ -150,11 +155,9 @@ for _spec in (
         _newton_direct.newton_direct,
         (_LINE_SEARCH, _BACKTRACKS, _DIVERGENCE),
         max_iter=20,
-        candidates=("F0", "one_step", "random"),
+        candidates=_NEWTON_STARTS,
         doc="Newton with exact block-tridiagonal solves (inn.solvers.newton_direct)",
     ),
-    # Anderson's first sweep from zero is as good as the paper's one-step guess (which costs two
-    # sequential GRU sweeps); Newton wants a point near the solution, F(0) is one evaluation away
     SolverSpec(
         "anderson",
         _anderson.anderson,
@@ -208,7 +211,7 @@ for _spec in (
             *FALLBACK_OPTIONS,
         ),
         max_iter=200,
-        candidates=("zeros", "one_step", "random"),
+        candidates=_ITERATION_STARTS,
         doc="Anderson-accelerated fixed-point iteration (inn.solvers.anderson)",
     ),
     SolverSpec(
@@ -216,7 +219,7 @@ for _spec in (
         _anderson.fixed_point,
         (_BETA, _sweep("jacobi"), _DIVERGENCE),
         max_iter=500,
-        candidates=("zeros", "one_step", "random"),
+        candidates=_ITERATION_STARTS,
         doc="plain (damped) iteration H <- F(H), Anderson's degenerate case",
     ),
 ):

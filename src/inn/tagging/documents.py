@@ -24,7 +24,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from inn.data.corpora import WIDE_SAMPLE, blocks, check_not_wide, check_tag, check_token_id
+from inn.data.conllu_files import check_token_id
+from inn.data.tagged import check_tag
+from inn.data.text_files import WIDE_SAMPLE, blocks, check_not_wide
 from inn.errors import InnError
 from inn.tagging.tokenize import RawSentence
 
@@ -64,7 +66,7 @@ def decode(data: bytes, source: str) -> str:
 
     Raises:
         InnError: ``data`` is not UTF-8 (naming ``source`` and the byte offset; UTF-16 and
-            UTF-32 by name, :func:`inn.data.corpora.wide_encoding`).
+            UTF-32 by name, :func:`inn.data.text_files.wide_encoding`).
     """
     check_not_wide(data[:WIDE_SAMPLE], source)
     try:

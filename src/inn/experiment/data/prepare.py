@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inn.data.corpora import READERS, SPLITS, Sentence, corpus_language, read_corpus, write_tagged
+from inn.data.corpora import READERS, corpus_language, read_corpus
 from inn.data.features import FeatureExtractor
 from inn.data.fingerprint import write_record
+from inn.data.tagged import SPLITS, Sentence, write_tagged
 from inn.data.walk import DIRECTIONS, generate_walks, save_walks
 from inn.errors import at_least, positive_float, positive_int
 from inn.io import atomic_folder, check_out_dir, refuse_inputs_as_outputs
