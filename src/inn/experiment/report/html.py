@@ -21,7 +21,7 @@ import jinja2
 import yaml
 
 from inn.errors import InnError
-from inn.experiment.config import paper_corpora, pos_corpora
+from inn.experiment.config_runs import paper_corpora, pos_corpora
 from inn.experiment.report import paper
 from inn.experiment.report.cost import cost_figure
 from inn.experiment.report.figures import figure_uri as figure_uri

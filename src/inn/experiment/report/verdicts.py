@@ -45,7 +45,7 @@ def verdicts(
     "on one seed". Table 1's claim is also judged as a whole (:func:`_whole_claim`), over the b
     it was tested at. Table 2's claims are tested only on ``paper_corpora``, the paper's data
     and its declared stand-ins (each corpus's ``paper`` key; default: the built-in corpora's,
-    :func:`inn.experiment.config.paper_corpora`): another corpus's comparisons carry no verdict.
+    :func:`inn.experiment.config_runs.paper_corpora`): another corpus's comparisons carry no verdict.
     """
     if paper_corpora is None:
         paper_corpora = default_paper_corpora()
@@ -125,7 +125,7 @@ def _verdict_row(r, claim: str, sign: int, paper_difference: float) -> dict:
 
 def default_paper_corpora() -> list[str]:
     """The built-in corpora that are the paper's data or its stand-ins, as the schema declares them."""
-    from inn.experiment.config import SCHEMA, load_schema
+    from inn.experiment.config_schema import SCHEMA, load_schema
 
     corpora = load_schema(SCHEMA)["properties"]["corpora"]["properties"]
     return [

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from inn.errors import InnError
-from inn.experiment.config import check_model_solver, check_settings, training_defaults
+from inn.experiment.config import check_model_solver, training_defaults
+from inn.experiment.config_schema import check_settings
 from inn.models import ModelConfig
 
 
