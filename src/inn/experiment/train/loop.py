@@ -55,7 +55,7 @@ import pandas as pd
 import torch
 
 from inn.checkpoints import describe_data
-from inn.device import resolve_device, set_threads
+from inn.device import add_device_argument, resolve_device, set_threads
 from inn.errors import positive_int
 from inn.experiment.cli import LOG_FORMAT
 from inn.experiment.provenance import device_label, source_commit
@@ -265,11 +265,12 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--settings-file", help="the same JSON in a file")
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    add_device_argument(parser)
     parser.add_argument(
         "--threads",
         type=positive_int,
-        help="torch CPU threads (default: the cores free of other work, at most 4; OMP_NUM_THREADS where set)",
+        help="torch CPU threads (default: the cores this process may use, at most 4, whatever else runs, so that "
+        "a rerun gives the same numbers; OMP_NUM_THREADS where set)",
     )
     parser.add_argument(
         "--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)"
