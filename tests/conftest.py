@@ -27,6 +27,17 @@ SHARED_DATA = Path(os.environ.get("INN_SHARED_DATA") or DEV_DATA)
 TEST_CONFIGS = REPO / ".test"
 
 
+def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
+    """The slowest first: the real-SLURM tests, then the other workflow runs, then the rest, each
+    group in file order. With ``-n auto --dist loadfile`` a worker takes whole files in this
+    order, so the SLURM test's minutes of waiting on jobs overlap with the other files."""
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("slurm") else 1 if item.get_closest_marker("workflow") else 2
+
+    items.sort(key=rank)  # stable: the order within a group stays the files' own
+
+
 def _require(folder: str, *files: str) -> Path:
     """The corpus folder ``SHARED_DATA/folder`` if it holds ``files``; else the test fails
     saying how to get them."""
