@@ -8,10 +8,10 @@ import json
 import pandas as pd
 import pytest
 import torch
+from conftest import benchmark_rows, tiny_walks, train_argv
 
 from inn.checkpoints import load_checkpoint, sealed
 from inn.data.corpora import EWT_FILES
-from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment.evaluate import evaluate_checkpoint, score_pos, score_walks
 from inn.experiment.prepare import prepare_pos
@@ -36,10 +36,7 @@ def pos_dir(tmp_path_factory, ewt_dir):
 
 @pytest.fixture(scope="session")
 def walk_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("walks") / "b0.5"
-    for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=12))
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b0.5")
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -167,28 +164,8 @@ def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model,
         meta={"dataset": "ewt", "seed": 1},
     )
     out = tmp_path / "bench.tsv"
-    args = [
-        "--checkpoint",
-        str(tmp_path / "checkpoint.pt"),
-        "--hidden",
-        "6",
-        "--lengths",
-        "3",
-        "6",
-        "--batch-size",
-        "2",
-        "--repeats",
-        "1",
-        "--harder",
-        "--methods",
-        "anderson",
-        "--baselines",
-        cell,
-        "--peers",
-        "--out",
-        str(out),
-    ]
-    benchmark(args + ["--data", str(pos_dir)])
+    sizes = "--hidden 6 --lengths 3 6 --batch-size 2 --repeats 1 --harder --methods anderson --peers"
+    benchmark_rows(out, sizes, f"--baselines {cell} --checkpoint", tmp_path / "checkpoint.pt", "--data", pos_dir)
     rows = pd.read_csv(out, sep="\t")
     trained = rows[(rows.weights == "checkpoint") & (rows.method == "anderson")]
     assert list(trained.n) == [3, 6] and (trained.failed == 0).all() and (trained.newton_mean > 0).all()
@@ -497,24 +474,7 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
 def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     from inn.experiment.cli import main
 
-    assert (
-        main(
-            [
-                "train",
-                "--task",
-                "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path),
-                "--settings",
-                '{"training": {"learning_rate": 1}}',
-            ]
-        )
-        == 2
-    )
+    assert main(train_argv("pos", pos_dir, "gru", tmp_path, "--settings", '{"training": {"learning_rate": 1}}')) == 2
     assert (
         capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
     )
