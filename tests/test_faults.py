@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, tiny_walks, train_argv
 
 import inn.experiment.train.loop
 from inn.data.walk import generate_walks, save_walks
@@ -40,10 +40,7 @@ def _cfg(**kw) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def walk_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("walks") / "b1.0"
-    for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=12))
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b1.0")
 
 
 @pytest.fixture(scope="module")
@@ -408,23 +405,18 @@ sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 
 
 def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_dir, straight, monkeypatch, capsys):
-    args = [
-        "train",
-        "--task",
+    args = train_argv(
         "walks",
-        "--data",
-        str(walk_dir),
-        "--model",
+        walk_dir,
         MODEL,
-        "--out-dir",
-        str(tmp_path),
+        tmp_path,
         "--device",
         "cpu",
         "--threads",
         "1",
         "--settings",
         '{"training": {"max_epochs": 2}}',
-    ]
+    )
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2
     run_epoch = inn.experiment.train.loop._train_epoch
