@@ -22,36 +22,25 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
+from conftest import REPO, TINY_CONLLU, TINY_TEXT, one_line, tiny_corpus, train_argv
 
 from inn.data.corpora import read_corpus, read_tagged
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
-from inn.experiment.train import TrainConfig, train
 from inn.models import ModelConfig, build_model
 from inn.user_modules import environment_value, from_environment
 
-REPO = Path(__file__).resolve().parents[1]
-FEATURES = TINY_FEATURES
-TEXT = TINY_TEXT
-CONLLU = (
-    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
-    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
-)
-
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, pos_dir) -> Path:
-    """A POS checkpoint of a tiny GRU (one epoch) on ``pos_dir``."""
-    run = tmp_path_factory.mktemp("run")
-    train("pos", pos_dir, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu")
-    return run / "checkpoint.pt"
+def model(gru_run) -> Path:
+    """The POS checkpoint of ``gru_run``."""
+    return gru_run / "checkpoint.pt"
 
 
 @pytest.fixture
 def gold(tmp_path) -> Path:
     path = tmp_path / "gold.conllu"
-    path.write_text(CONLLU, encoding="utf-8")
+    path.write_text(TINY_CONLLU, encoding="utf-8")
     return path
 
 
@@ -77,18 +66,18 @@ def test_tag_refuses_to_write_over_the_tagger_or_the_gold_file(tmp_path, model, 
     (tmp_path / "again.conllu").symlink_to(gold)
     assert cli(["tag", str(model), str(gold), "--accuracy", "--metrics", str(tmp_path / "again.conllu")]) == 2
     assert one_line(capsys).startswith(f"error: --metrics {tmp_path}/again.conllu is an input file")
-    assert gold.read_text(encoding="utf-8") == CONLLU
+    assert gold.read_text(encoding="utf-8") == TINY_CONLLU
 
 
 def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
     system = tmp_path / "system.conllu"
-    system.write_text(CONLLU, encoding="utf-8")
+    system.write_text(TINY_CONLLU, encoding="utf-8")
     assert cli(["score-text", str(gold), str(system), "--out", str(gold)]) == 2
     assert one_line(capsys) == (
         f"error: --out {gold} is the gold file, an input of this command: inn never "
         "writes over its inputs; give another output path"
     )
-    assert gold.read_text(encoding="utf-8") == CONLLU
+    assert gold.read_text(encoding="utf-8") == TINY_CONLLU
 
 
 def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, gold, capsys):
@@ -121,7 +110,7 @@ def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, g
         f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
         "input of this command: inn never writes over its inputs; give another output path"
     )
-    assert files["train"].read_text() == TEXT * 3
+    assert files["train"].read_text() == TINY_TEXT * 3
 
 
 def test_evaluate_refuses_an_out_dir_holding_its_checkpoint(tmp_path, model, pos_dir, capsys):
@@ -264,24 +253,7 @@ def test_a_hidden_size_that_cannot_fit_is_one_line_before_allocation():
 def test_a_huge_setting_is_not_echoed_whole(tmp_path, pos_dir, capsys):
     value = "x" * 3_000_000
     settings = json.dumps({"training": {"lr": value}})
-    assert (
-        cli(
-            [
-                "train",
-                "--task",
-                "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--settings",
-                settings,
-            ]
-        )
-        == 2
-    )
+    assert cli(train_argv("pos", pos_dir, "gru", tmp_path / "run", "--settings", settings)) == 2
     line = one_line(capsys)
     assert len(line) < 600, line[:300]
     assert line.startswith("error: --settings: training.lr: 'xxx") and "characters left out of 3,000,002" in line
@@ -318,21 +290,16 @@ def test_settings_and_a_settings_file_together_are_refused(tmp_path, pos_dir, ca
     (tmp_path / "s.json").write_text(json.dumps({"training": {"max_epochs": 1}}))
     assert (
         cli(
-            [
-                "train",
-                "--task",
+            train_argv(
                 "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
+                pos_dir,
                 "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
+                tmp_path / "run",
                 "--settings",
                 '{"training": {"max_epochs": 2}}',
                 "--settings-file",
                 str(tmp_path / "s.json"),
-            ]
+            )
         )
         == 2
     )
