@@ -15,14 +15,13 @@ import re
 import time
 
 import pytest
+from conftest import conllu_source, first_sentences, tiny_bilstm_tagger
 
 from inn.conll18 import score_texts
 from inn.data.documents import conllu_to_text, raw_to_conllu, read_conllu_text, write_text
 from inn.data.tokenize import PTB_ESCAPES, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.experiment.cli import main
-from inn.experiment.prepare import prepare_pos
-from inn.experiment.train import TrainConfig, train
 from inn.tagger import Tagger
 
 VOCABULARY = ["e-mail", "mr.", "w/", "the", "cat"]
@@ -381,33 +380,16 @@ def tagger_file(tmp_path_factory, ewt_dir):
     """A tiny BiLSTM of 300 EWT sentences, exported with its prepared data."""
     root = tmp_path_factory.mktemp("rawtext")
     train_file = root / "train.conllu"
-    blocks = (ewt_dir / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").split("\n\n")
-    train_file.write_text("\n\n".join(blocks[:300]) + "\n\n", encoding="utf-8")
-    source = {
-        "tags": "xpos",
-        "train": str(train_file),
-        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
-    }
-    prepare_pos(
-        "conllu", source, root / "data", "ewt", language="en", max_words=2000, max_affixes=200, word_dim=8, affix_dim=2
-    )
-    train(
-        "pos",
-        root / "data",
-        "bilstm",
-        root / "bilstm",
-        TrainConfig(max_train=300, max_dev=50, max_epochs=1),
-        {"hidden_size": 8},
-        device="cpu",
-        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
-    )
+    train_file.write_text(first_sentences(ewt_dir / "en_ewt-ud-train.conllu", 300), encoding="utf-8")
+    source = conllu_source(train_file, ewt_dir / "en_ewt-ud-dev.conllu", ewt_dir / "en_ewt-ud-test.conllu")
+    features = {"max_words": 2000, "max_affixes": 200, "word_dim": 8, "affix_dim": 2}
+    checkpoint = tiny_bilstm_tagger(root, source, features, 8, max_train=300, max_dev=50)
     assert (
         main(
             [
                 "export-tagger",
                 "--checkpoint",
-                str(root / "bilstm" / "checkpoint.pt"),
+                str(checkpoint),
                 "--data",
                 str(root / "data"),
                 "--out",
@@ -435,7 +417,7 @@ def test_tagger_file_records_language_format_and_dev_unseen_share(tagger_file):
 
 
 def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, capsys, caplog):
-    gold_text = "\n\n".join((ewt_dir / "en_ewt-ud-test.conllu").read_text(encoding="utf-8").split("\n\n")[:40]) + "\n\n"
+    gold_text = first_sentences(ewt_dir / "en_ewt-ud-test.conllu", 40)
     gold = tmp_path / "gold.conllu"
     gold.write_text(gold_text, encoding="utf-8")
     raw = tmp_path / "raw.txt"
@@ -518,7 +500,7 @@ def test_refusals_and_warnings(tmp_path, tagger_file, ewt_dir, capsys, caplog):
     assert "--gold GOLD.conllu" in capsys.readouterr().err
     caplog.set_level(logging.WARNING)
     conllu = tmp_path / "in.txt"
-    conllu.write_text("\n\n".join((ewt_dir / "en_ewt-ud-test.conllu").read_text().split("\n\n")[:3]) + "\n\n")
+    conllu.write_text(first_sentences(ewt_dir / "en_ewt-ud-test.conllu", 3))
     assert main(["tag", str(tagger_file), "--input", "horizontal", str(conllu), "--out", str(tmp_path / "o")]) == 0
     assert "is a CoNLL-U token line" in caplog.text and "give --input conllu" in caplog.text
     caplog.clear()

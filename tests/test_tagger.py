@@ -14,6 +14,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from conftest import conllu_source, first_sentences
 
 from inn.checkpoints import read_checkpoint
 from inn.experiment.cli import main
@@ -73,24 +74,14 @@ FRENCH_LIKE = """\
 COMMENTS_ALONE = "# newdoc id = made-up-2\n# global.columns = ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC\n\n"
 
 
-def _blocks(path, count):
-    """The first ``count`` sentences of a CoNLL-U file, as text."""
-    return "\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:count]) + "\n\n"
-
-
 @pytest.fixture(scope="module")
 def ewt_small(tmp_path_factory, ewt_dir):
     """EWT with a 400-sentence train split and its real dev and test files."""
     root = tmp_path_factory.mktemp("tagger")
     train_file = root / "train.conllu"
-    train_file.write_text(_blocks(ewt_dir / "en_ewt-ud-train.conllu", 400), encoding="utf-8")
+    train_file.write_text(first_sentences(ewt_dir / "en_ewt-ud-train.conllu", 400), encoding="utf-8")
     out = root / "data" / "ewt"
-    source = {
-        "tags": "xpos",
-        "train": str(train_file),
-        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
-    }
+    source = conllu_source(train_file, ewt_dir / "en_ewt-ud-dev.conllu", ewt_dir / "en_ewt-ud-test.conllu")
     prepare_pos("conllu", source, out, "ewt", **TINY_FEATURES)
     return out
 
