@@ -110,9 +110,45 @@ TINY_CONLLU = (
 )
 
 
+def tiny_pos_config(kind: str, hidden_size: int, num_classes: int = 3):
+    """The :class:`inn.models.ModelConfig` of a POS model of tiny sizes: 10 words, 4 of each of the
+    6 affix kinds, words in 4 dimensions and affixes in 2."""
+    from inn.models import ModelConfig
+
+    return ModelConfig(
+        task="pos",
+        kind=kind,
+        hidden_size=hidden_size,
+        num_classes=num_classes,
+        word_vocab=10,
+        affix_vocab=(4,) * 6,
+        word_dim=4,
+        affix_dim=2,
+    )
+
+
 def train_argv(task: str, data: Path, model: str, out_dir: Path, *options: str) -> list[str]:
     """``inn train``'s command line: ``model`` on the prepared ``data`` of ``task`` into ``out_dir``."""
     return ["train", "--task", task, "--data", str(data), "--model", model, "--out-dir", str(out_dir), *options]
+
+
+def evaluate_argv(checkpoint: Path, data: Path, out_dir: Path, *options: str | Path) -> list[str]:
+    """``inn evaluate``'s command line: the model file ``checkpoint`` on the prepared ``data``, into ``out_dir``."""
+    return [
+        "evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--data",
+        str(data),
+        "--out-dir",
+        str(out_dir),
+        *map(str, options),
+    ]
+
+
+def export_argv(checkpoint: Path, out: Path, *options: str | Path) -> list[str]:
+    """``inn export-tagger``'s command line: the model file ``checkpoint`` as the tagger file ``out``."""
+    return ["export-tagger", "--checkpoint", str(checkpoint), "--out", str(out), *map(str, options)]
 
 
 def one_line(capsys) -> str:
@@ -129,6 +165,20 @@ def tiny_corpus(folder: Path, text: str = TINY_TEXT) -> dict[str, Path]:
     for path in files.values():
         path.write_text(text * 3)
     return files
+
+
+def prepare_argv(files: dict[str, Path], out_dir: Path, corpus: str = "c") -> list[str]:
+    """``inn prepare-pos``'s command line: the word<TAB>tag ``files`` (split -> file) into ``out_dir``."""
+    return [
+        "prepare-pos",
+        "--corpus",
+        corpus,
+        "--format",
+        "tsv",
+        *[f"--{s}={p}" for s, p in files.items()],
+        "--out-dir",
+        str(out_dir),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -280,6 +330,33 @@ def make_batch(B=3, n=6, input_size=5, lengths=None, dtype=torch.float64):
         for b, length in enumerate(lengths):
             mask[b, length:] = False
     return xi, mask
+
+
+def assert_padding_invariance(layer) -> torch.Tensor:
+    """An implicit layer on a padded batch: padded positions are zero, whatever their input, and
+    each sequence's states are those it has alone. Returns the batch's states."""
+    xi, mask = make_batch(B=3, n=7, lengths=[7, 4, 2])
+    xi_garbage = xi.clone()
+    xi_garbage[~mask] = 1e3  # padded inputs must not matter
+    H = layer(xi_garbage, mask)
+    assert (H[~mask] == 0).all() and (layer.last_solution[~mask] == 0).all()
+    for b, length in enumerate([7, 4, 2]):
+        alone = layer(xi[b : b + 1, :length], mask[b : b + 1, :length])
+        assert torch.allclose(H[b, :length], alone[0], atol=1e-9)
+    return H
+
+
+def assert_padding_invariance_of_gradients(layer) -> None:
+    """An implicit layer's input gradients: zero at padded positions, and a padded sequence's
+    those it has alone."""
+    xi, mask = make_batch(B=2, n=5, lengths=[5, 3])
+    xi.requires_grad_(True)
+    layer(xi, mask).pow(2).sum().backward()
+    g_batch = xi.grad[1, :3].clone()
+    assert (xi.grad[1, 3:] == 0).all()
+    x1 = xi[1:, :3].detach().clone().requires_grad_(True)
+    layer(x1, mask[1:, :3]).pow(2).sum().backward()
+    assert torch.allclose(g_batch, x1.grad[0], atol=1e-8)
 
 
 def assert_gradcheck(layer, xi, mask) -> None:

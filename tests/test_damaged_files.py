@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus, train_argv
+from conftest import TINY_FEATURES, TINY_TEXT, evaluate_argv, export_argv, one_line, tiny_corpus, train_argv
 
 from inn.checkpoints import OWN_DIGEST, read_checkpoint, save_payload
 from inn.errors import InnError
@@ -54,7 +54,7 @@ def test_model_files_carry_the_digest_of_their_weights(gru_run):
 def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, gru_run, pos_dir, command, capsys):
     damaged = _flip_weights(gru_run / "checkpoint.pt", tmp_path / "checkpoint.pt")
     if command == "evaluate":
-        argv = ["evaluate", "--checkpoint", str(damaged), "--data", str(pos_dir), "--out-dir", str(tmp_path / "e")]
+        argv = evaluate_argv(damaged, pos_dir, tmp_path / "e")
     else:
         text = tmp_path / "in.txt"
         text.write_text("The cat sat .\n")
@@ -68,7 +68,7 @@ def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, gru_run, pos_dir, 
 
 def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, gru_run, pos_dir, capsys):
     tagger = tmp_path / "tagger.pt"
-    assert cli(["export-tagger", "--checkpoint", str(gru_run / "checkpoint.pt"), "--out", str(tagger)]) == 0
+    assert cli(export_argv(gru_run / "checkpoint.pt", tagger)) == 0
     damaged = _flip_weights(tagger, tmp_path / "damaged.pt")
     text = tmp_path / "in.txt"
     text.write_text("The cat sat .\n")
@@ -139,15 +139,7 @@ def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, gru_run, 
     if command == "train":
         argv = ["train", "--task", "pos", "--data", str(data), "--model", "gru-h3", "--out-dir", str(tmp_path / "r")]
     else:
-        argv = [
-            "evaluate",
-            "--checkpoint",
-            str(gru_run / "checkpoint.pt"),
-            "--data",
-            str(data),
-            "--out-dir",
-            str(tmp_path / "r"),
-        ]
+        argv = evaluate_argv(gru_run / "checkpoint.pt", data, tmp_path / "r")
     assert cli(argv) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {data} changed since the data stage prepared it (fingerprint ")
@@ -179,10 +171,6 @@ def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, caps
 # --------------------------------------------------------------------------- evaluation's outputs
 
 
-def _evaluate(run: Path, data: Path, out: Path) -> list[str]:
-    return ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data), "--out-dir", str(out)]
-
-
 def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, gru_run, pos_dir, monkeypatch, capsys):
     import errno
 
@@ -197,7 +185,7 @@ def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, gr
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(evaluate, "write_json", full)
-    assert cli(_evaluate(gru_run, pos_dir, out)) == 2
+    assert cli(evaluate_argv(gru_run / "checkpoint.pt", pos_dir, out)) == 2
     assert one_line(capsys).startswith(f"error: cannot write {out}/metrics.json: No space left on device")
     assert (out / "predictions.tsv").read_text() == "earlier\n" and (out / "metrics.json").read_text() == "{}\n"
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.tsv"]  # no temporary file left
@@ -213,7 +201,9 @@ def results(tmp_path, gru_run, pos_dir) -> Path:
     train_dir = results / "train" / "pos" / "mine" / "gru" / "seed1"
     train_dir.mkdir(parents=True)
     (train_dir / "history.tsv").write_bytes((gru_run / "history.tsv").read_bytes())
-    assert cli(_evaluate(gru_run, pos_dir, results / "eval" / "pos" / "mine" / "gru" / "seed1")) == 0
+    assert (
+        cli(evaluate_argv(gru_run / "checkpoint.pt", pos_dir, results / "eval" / "pos" / "mine" / "gru" / "seed1")) == 0
+    )
     return results
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO, tiny_walks, train_argv
+from conftest import REPO, evaluate_argv, tiny_walks, train_argv
 
 import inn.experiment.train.loop
 from inn.data.walk import generate_walks, save_walks
@@ -233,7 +233,7 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
     train("walks", walk_dir, MODEL, run, _cfg(max_epochs=1), device="cpu")
     ckpt = run / "checkpoint.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:500])
-    assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out-dir", str(run)]) == 2
+    assert cli(evaluate_argv(ckpt, walk_dir, run)) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith(
         f"error: cannot read checkpoint {ckpt} (truncated or damaged: PytorchStreamReader failed reading zip archive"
@@ -327,19 +327,7 @@ def test_empty_data_gives_one_line(tmp_path, walk_dir, capsys):
     assert capsys.readouterr().err == f"error: {empty}/train.pt holds no walks\n"
     train("walks", walk_dir, MODEL, tmp_path / "run", _cfg(max_epochs=1), device="cpu")
     with pytest.raises(SystemExit, match="2"):  # argparse: usage, then the line naming the argument
-        cli(
-            [
-                "evaluate",
-                "--checkpoint",
-                str(tmp_path / "run" / "checkpoint.pt"),
-                "--data",
-                str(walk_dir),
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--max-sequences",
-                "0",
-            ]
-        )
+        cli(evaluate_argv(tmp_path / "run" / "checkpoint.pt", walk_dir, tmp_path / "run", "--max-sequences", "0"))
     assert capsys.readouterr().err.splitlines()[-1] == (
         "inn evaluate: error: argument --max-sequences: must be a whole number of at least 1, not '0'"
     )

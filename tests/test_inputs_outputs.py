@@ -22,7 +22,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_CONLLU, TINY_TEXT, one_line, tiny_corpus, train_argv
+from conftest import (
+    REPO,
+    TINY_CONLLU,
+    TINY_TEXT,
+    evaluate_argv,
+    export_argv,
+    one_line,
+    prepare_argv,
+    tiny_corpus,
+    train_argv,
+)
 
 from inn.data.corpora import read_corpus, read_tagged
 from inn.errors import InnError
@@ -82,7 +92,7 @@ def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
 
 def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, gold, capsys):
     """export-tagger, conllu-text, concat-tables, prepare-pos and evaluate: the same line."""
-    assert cli(["export-tagger", "--checkpoint", str(model), "--out", str(model)]) == 2
+    assert cli(export_argv(model, model)) == 2
     assert "is --checkpoint, an input" in one_line(capsys)
     assert cli(["conllu-text", str(gold), "--out", str(gold)]) == 2
     assert "is the CoNLL-U file, an input" in one_line(capsys)
@@ -91,21 +101,7 @@ def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, g
     assert cli(["concat-tables", str(table), "--out", str(table)]) == 2
     assert "is an input table, an input" in one_line(capsys)
     files = tiny_corpus(tmp_path / "raw")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir",
-                str(tmp_path / "raw"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, tmp_path / "raw")) == 2
     assert one_line(capsys) == (
         f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
         "input of this command: inn never writes over its inputs; give another output path"
@@ -117,7 +113,7 @@ def test_evaluate_refuses_an_out_dir_holding_its_checkpoint(tmp_path, model, pos
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.json").symlink_to(model)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(pos_dir), "--out-dir", str(run)]) == 2
+    assert cli(evaluate_argv(model, pos_dir, run)) == 2
     assert one_line(capsys).startswith(f"error: --out-dir would write {run}/metrics.json, which is --checkpoint")
 
 
@@ -184,26 +180,7 @@ def test_one_file_as_two_splits_is_refused(tmp_path, capsys):
         f"corpora.mine.train and corpora.mine.dev are the same file ({files['train']}): a "
         "score on it would not measure a held-out split; give each split its own file"
     )
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                "--train",
-                str(files["train"]),
-                "--dev",
-                str(files["dev"]),
-                "--test",
-                str(files["train"]),
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv({**files, "test": files["train"]}, tmp_path / "out")) == 2
     assert one_line(capsys).startswith("error: corpora.c.train and corpora.c.test are the same file")
     assert not (tmp_path / "out").exists()
 
@@ -265,21 +242,7 @@ def test_an_out_dir_that_is_a_file_is_named_before_the_corpus_is_read(tmp_path, 
     files["dev"].write_text("not a corpus line\n")  # read first, it would be the error named
     afile = tmp_path / "afile"
     afile.write_text("mine\n")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir",
-                str(afile),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, afile)) == 2
     assert one_line(capsys) == (
         f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created if missing)"
     )

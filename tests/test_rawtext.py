@@ -15,7 +15,7 @@ import re
 import time
 
 import pytest
-from conftest import conllu_source, first_sentences, tiny_bilstm_tagger
+from conftest import conllu_source, export_argv, first_sentences, tiny_bilstm_tagger
 
 from inn.conll18 import score_texts
 from inn.data.documents import conllu_to_text, raw_to_conllu, read_conllu_text, write_text
@@ -384,20 +384,7 @@ def tagger_file(tmp_path_factory, ewt_dir):
     source = conllu_source(train_file, ewt_dir / "en_ewt-ud-dev.conllu", ewt_dir / "en_ewt-ud-test.conllu")
     features = {"max_words": 2000, "max_affixes": 200, "word_dim": 8, "affix_dim": 2}
     checkpoint = tiny_bilstm_tagger(root, source, features, 8, max_train=300, max_dev=50)
-    assert (
-        main(
-            [
-                "export-tagger",
-                "--checkpoint",
-                str(checkpoint),
-                "--data",
-                str(root / "data"),
-                "--out",
-                str(root / "tagger.pt"),
-            ]
-        )
-        == 0
-    )
+    assert main(export_argv(checkpoint, root / "tagger.pt", "--data", root / "data")) == 0
     return root / "tagger.pt"
 
 
@@ -423,24 +410,8 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     raw = tmp_path / "raw.txt"
     assert main(["conllu-text", str(gold), "--out", str(raw)]) == 0
     out, metrics = tmp_path / "tagged.conllu", tmp_path / "m.json"
-    assert (
-        main(
-            [
-                "tag",
-                str(tagger_file),
-                "--input",
-                "text",
-                str(raw),
-                "--gold",
-                str(gold),
-                "--out",
-                str(out),
-                "--metrics",
-                str(metrics),
-            ]
-        )
-        == 0
-    )
+    tag_raw = ["tag", str(tagger_file), "--input", "text", str(raw)]
+    assert main([*tag_raw, "--gold", str(gold), "--out", str(out), "--metrics", str(metrics)]) == 0
     scores = json.loads(metrics.read_text())
     assert scores["conll18"]["Words"]["f1"] > 95 and scores["tokens_per_second"] > 0
     caplog.set_level(logging.WARNING)
@@ -466,22 +437,7 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     no_xpos = tmp_path / "no_xpos.conllu"
     no_xpos.write_text(re.sub(r"^(\d+\t(?:[^\t]*\t){3})[^\t]*", r"\1_", gold_text, flags=re.M), encoding="utf-8")
     caplog.clear()
-    assert (
-        main(
-            [
-                "tag",
-                str(tagger_file),
-                "--input",
-                "text",
-                str(raw),
-                "--gold",
-                str(no_xpos),
-                "--out",
-                str(tmp_path / "again.conllu"),
-            ]
-        )
-        == 0
-    )
+    assert main([*tag_raw, "--gold", str(no_xpos), "--out", str(tmp_path / "again.conllu")]) == 0
     assert "XPOS F1 below measures nothing: the gold file gives no XPOS (every word's is _)" in caplog.text
     assert again["XPOS"]["f1"] == pytest.approx(scores["conll18"]["XPOS"]["f1"])
     assert main(["score-text", str(gold), str(gold)]) == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import conllu_source, first_sentences, tiny_bilstm_tagger
+from conftest import conllu_source, export_argv, first_sentences, tiny_bilstm_tagger
 
 from inn.data.documents import raw_to_conllu, write_text
 from inn.errors import InnError
@@ -172,21 +172,8 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
     source = conllu_source(tiny / "train.conllu", root / "dev.conllu", root / "test.conllu")
     features = {"max_words": 500, "max_affixes": 50, "word_dim": 4, "affix_dim": 2}
     checkpoint = str(tiny_bilstm_tagger(root, source, features, 4, max_train=60, max_dev=10))
-    assert main(["export-tagger", "--checkpoint", checkpoint, "--out", str(root / "plain.pt")]) == 0
-    assert (
-        main(
-            [
-                "export-tagger",
-                "--checkpoint",
-                checkpoint,
-                "--segmenter",
-                str(tiny / "seg.pt"),
-                "--out",
-                str(root / "tagger.pt"),
-            ]
-        )
-        == 0
-    )
+    assert main(export_argv(checkpoint, root / "plain.pt")) == 0
+    assert main(export_argv(checkpoint, root / "tagger.pt", "--segmenter", tiny / "seg.pt")) == 0
     tagger = Tagger.load(root / "tagger.pt", device="cpu")
     state = Segmenter.from_dict(torch.load(tiny / "seg.pt", weights_only=True)["segmenter"])
     text = "I don't know. She left at 5 pm!\n\nThanks"
@@ -217,16 +204,10 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
         == 0
     )
     assert "# text = " in (root / "out.conllu").read_text(encoding="utf-8")
-    assert (
-        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", checkpoint, "--out", str(root / "bad.pt")])
-        != 0
-    )
+    assert main(export_argv(checkpoint, root / "bad.pt", "--segmenter", checkpoint)) != 0
     assert "is not a segmenter file" in capsys.readouterr().err
     french = tmp_path_factory.mktemp("fr") / "fr.pt"
     torch.save({"format": 1, "segmenter": {**state.to_dict(), "meta": {"language": "fr"}}}, french)
-    assert (
-        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", str(french), "--out", str(root / "bad.pt")])
-        != 0
-    )
+    assert main(export_argv(checkpoint, root / "bad.pt", "--segmenter", french)) != 0
     assert "segments fr text but the tagger reads en" in capsys.readouterr().err
     assert not (root / "bad.pt").exists()

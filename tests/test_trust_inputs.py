@@ -26,7 +26,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, TINY_CONLLU, TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus, train_argv
+from conftest import (
+    REPO,
+    TINY_CONLLU,
+    TINY_FEATURES,
+    TINY_TEXT,
+    evaluate_argv,
+    one_line,
+    prepare_argv,
+    tiny_corpus,
+    train_argv,
+)
 
 import inn.data.corpora as corpora
 import inn.experiment.config as config
@@ -71,26 +81,7 @@ def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
 def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
     files = tiny_corpus(tmp_path / "raw")
     files["dev"].write_text("The\tDT\ncat\tNN \n\n")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "mine",
-                "--format",
-                "tsv",
-                "--train",
-                str(files["train"]),
-                "--dev",
-                str(files["dev"]),
-                "--test",
-                str(files["test"]),
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, tmp_path / "out", "mine")) == 2
     assert one_line(capsys) == (
         f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
         "it (as it is, it would be a tag class of its own)"
@@ -218,7 +209,7 @@ def test_evaluating_on_a_damaged_features_json_says_damaged(tmp_path, pos_dir, m
     for path in pos_dir.iterdir():
         (data / path.name).write_bytes(path.read_bytes())
     (data / "features.json").write_text(content)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
+    assert cli(evaluate_argv(model, data, tmp_path / "e")) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: damaged feature vocabularies {data}/features.json (")
     assert line.endswith("): delete it and prepare the corpus again (the data stage rewrites it)")
@@ -232,7 +223,7 @@ def test_evaluating_on_an_edited_split_says_it_changed(tmp_path, pos_dir, model,
     recorded = data_fingerprint(data)
     with open(data / "dev.tsv", "a", encoding="utf-8") as handle:
         handle.write("One\tCD\n\n")
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
+    assert cli(evaluate_argv(model, data, tmp_path / "e")) == 2
     assert one_line(capsys) == (
         f"error: {data} changed since the data stage prepared it (fingerprint {data_fingerprint(data)}, "
         f"{data}/prepared.json records {recorded}): a split or features.json was edited or damaged; prepare the "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, first_sentences, one_line, tiny_walks
+from conftest import REPO, evaluate_argv, export_argv, first_sentences, one_line, tiny_walks
 
 from inn.checkpoints import read_checkpoint
 from inn.data.walk import generate_walks, load_walks, save_walks
@@ -137,7 +137,7 @@ def test_read_checkpoint_refuses_a_crafted_model(tmp_path, walk_dir, capsys):
     model = _craft(tmp_path / "model.pt", marker, model_config={}, state_dict={})
     with pytest.raises(InnError, match=re.escape(f"{model} {REFUSED}; give a model file inn wrote")):
         read_checkpoint(model)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(walk_dir), "--out-dir", str(tmp_path)]) == 2
+    assert cli(evaluate_argv(model, walk_dir, tmp_path)) == 2
     assert one_line(capsys) == f"error: {model} {REFUSED}; give a model file inn wrote (checkpoint.pt or tagger.pt)"
     assert not marker.exists()
 
@@ -375,20 +375,7 @@ def two_runs(tmp_path_factory, ewt_dir) -> Path:
             device="cpu",
             meta={"dataset": "ewt", "seed": 1, "scale": "test"},
         )
-        assert (
-            cli(
-                [
-                    "evaluate",
-                    "--checkpoint",
-                    str(run / "checkpoint.pt"),
-                    "--data",
-                    str(data),
-                    "--out-dir",
-                    str(run / "eval"),
-                ]
-            )
-            == 0
-        )
+        assert cli(evaluate_argv(run / "checkpoint.pt", data, run / "eval")) == 0
     return root
 
 
@@ -405,9 +392,7 @@ def test_b3_evaluate_names_the_weights_it_scored(two_runs):
 
 def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_runs, capsys):
     ckpt, other = two_runs / "h4" / "checkpoint.pt", two_runs / "h8" / "eval" / "metrics.json"
-    assert (
-        cli(["export-tagger", "--checkpoint", str(ckpt), "--metrics", str(other), "--out", str(tmp_path / "t.pt")]) == 2
-    )
+    assert cli(export_argv(ckpt, tmp_path / "t.pt", "--metrics", other)) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {other} scores other weights (sha256 ") and f"than {ckpt} holds (" in line
     assert line.endswith("give the metrics.json that inn evaluate wrote for this model")
@@ -417,20 +402,7 @@ def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_run
 def test_b3_the_tagger_keeps_the_digest_and_inn_tag_logs_it(tmp_path, two_runs, capsys, caplog):
     run = two_runs / "h4"
     tagger = tmp_path / "tagger.pt"
-    assert (
-        cli(
-            [
-                "export-tagger",
-                "--checkpoint",
-                str(run / "checkpoint.pt"),
-                "--metrics",
-                str(run / "eval" / "metrics.json"),
-                "--out",
-                str(tagger),
-            ]
-        )
-        == 0
-    )
+    assert cli(export_argv(run / "checkpoint.pt", tagger, "--metrics", run / "eval" / "metrics.json")) == 0
     digest = json.loads((run / "eval" / "metrics.json").read_text())["weights_sha256"]
     assert torch.load(tagger, weights_only=True)["meta"]["test"]["weights_sha256"] == digest
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
@@ -446,20 +418,7 @@ def test_b3_archived_metrics_without_a_digest_are_accepted_with_a_warning(tmp_pa
     archived = tmp_path / "metrics.json"
     archived.write_text(json.dumps(metrics))
     with caplog.at_level(logging.WARNING):
-        assert (
-            cli(
-                [
-                    "export-tagger",
-                    "--checkpoint",
-                    str(run / "checkpoint.pt"),
-                    "--metrics",
-                    str(archived),
-                    "--out",
-                    str(tmp_path / "t.pt"),
-                ]
-            )
-            == 0
-        )
+        assert cli(export_argv(run / "checkpoint.pt", tmp_path / "t.pt", "--metrics", archived)) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == [
         f"{archived} was written before metrics named the weights they score: cannot check that it "

@@ -16,7 +16,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from conftest import train_argv
+from conftest import export_argv, train_argv
 from test_workflow import REPO, snakemake
 from torch import nn
 
@@ -299,7 +299,7 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
     )
     train("pos", data, "ncgated", tmp_path / "run", TrainConfig(max_epochs=1), {"hidden_size": 4}, device="cpu")
     tagger = tmp_path / "tagger.pt"
-    assert main(["export-tagger", "--checkpoint", str(tmp_path / "run/checkpoint.pt"), "--out", str(tagger)]) == 0
+    assert main(export_argv(tmp_path / "run/checkpoint.pt", tagger)) == 0
     cell_file = tmp_path / "cells/ncgated_cell.py"
     assert torch.load(tagger, weights_only=True)["model_modules"] == [
         {"module": "my_models", "file": str(registration)},
