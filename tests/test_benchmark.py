@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import TINY_BENCHMARK, benchmark_rows
+from conftest import TINY_BENCHMARK, benchmark_rows, tiny_pos_config
 
 from inn.errors import InnError
 from inn.experiment.benchmark import jacobian_radius, load_layer_weights, main, make_harder
@@ -59,20 +59,9 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
 def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
     """A checkpoint as training writes it: the layer sits under ``rnn.`` of a whole model."""
     from inn.checkpoints import neural_payload
-    from inn.models import ModelConfig, build_model
+    from inn.models import build_model
 
-    model = build_model(
-        ModelConfig(
-            task="pos",
-            kind="inn",
-            hidden_size=4,
-            num_classes=3,
-            word_vocab=10,
-            affix_vocab=(4,) * 6,
-            word_dim=4,
-            affix_dim=2,
-        )
-    )
+    model = build_model(tiny_pos_config("inn", 4))
     path = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "pos"}), path)
     for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or left out

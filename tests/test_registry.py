@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import tiny_pos_config
 from test_workflow import REPO, SNAKEMAKE
 
 from inn.errors import InnError
 from inn.experiment.config import load_schema, validate_config
-from inn.models import MODELS, ROLES, ModelConfig, ModelSpec, build_model, model_with_role, register
+from inn.models import MODELS, ROLES, ModelSpec, build_model, model_with_role, register
 from inn.tables import read_tsv, write_tsv
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -80,16 +81,7 @@ def test_a_model_registered_alone_runs_through_the_workflow(tmp_path, tiny_confi
 def test_a_registered_model_builds_and_tags():
     spec = register(ModelSpec("bigru_test", "BiGRU (test)", "gru", bidirectional=True, sizes={"pos": ()}))
     try:
-        cfg = ModelConfig(
-            task="pos",
-            kind=spec.name,
-            hidden_size=5,
-            num_classes=3,
-            word_vocab=10,
-            affix_vocab=(4,) * 6,
-            word_dim=4,
-            affix_dim=2,
-        )
+        cfg = tiny_pos_config(spec.name, 5)
         model = build_model(cfg)
         assert model.rnn.output_size == 10 and not cfg.implicit
     finally:
