@@ -185,22 +185,17 @@ def test_one_file_as_two_splits_is_refused(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def _config_of(train: Path, dev: Path, test: Path) -> dict:
+    """A workflow config of one word<TAB>tag corpus, ``mine``, of these split files, and a GRU to train on it."""
+    corpus = {"enabled": True, "format": "tsv", "train": str(train), "dev": str(dev), "test": str(test)}
+    return {"corpora": {"mine": corpus}, "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}}}
+
+
 def test_the_config_check_refuses_one_file_as_two_splits(tmp_path):
     from inn.experiment.config import check_inputs
 
     files = tiny_corpus(tmp_path / "raw")
-    config = {
-        "corpora": {
-            "mine": {
-                "enabled": True,
-                "format": "tsv",
-                "train": str(files["train"]),
-                "dev": str(files["dev"]),
-                "test": str(files["dev"]),
-            }
-        },
-        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
-    }
+    config = _config_of(files["train"], files["dev"], files["dev"])
     with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev and corpora\.mine\.test are the same file"):
         check_inputs(config)
 
@@ -317,18 +312,7 @@ def test_the_config_check_names_a_fifo_without_reading_it(tmp_path):
 
     files = tiny_corpus(tmp_path / "raw")
     os.mkfifo(tmp_path / "dev.fifo")
-    config = {
-        "corpora": {
-            "mine": {
-                "enabled": True,
-                "format": "tsv",
-                "train": str(files["train"]),
-                "dev": str(tmp_path / "dev.fifo"),
-                "test": str(files["test"]),
-            }
-        },
-        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
-    }
+    config = _config_of(files["train"], tmp_path / "dev.fifo", files["test"])
     with pytest.raises(
         InnError,
         match=r"^config: corpora\.mine\.dev: .*dev\.fifo: .*dev\.fifo is a named pipe \(FIFO\), "
