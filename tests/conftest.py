@@ -1,5 +1,7 @@
-"""Shared fixtures: where the development corpora live, the tiny workflow configs, and small
-implicit layers (float64 by default, deterministic seeds).
+"""Shared fixtures and helpers: where the development corpora live, the tiny workflow configs,
+small implicit layers (float64 by default, deterministic seeds), and what several test files
+build alike (tiny corpora, walks, runs and taggers, and the command lines of ``inn train``,
+``inn benchmark`` and ``inn collect``). Test files import the helpers: ``from conftest import ...``.
 
 The corpora are never copied into the repository and tests never download them: they are read
 from ``INN_SHARED_DATA`` when it is set (CI sets it), else from the checkout's git-ignored
@@ -8,7 +10,9 @@ from ``INN_SHARED_DATA`` when it is set (CI sets it), else from the checkout's g
 
 from __future__ import annotations
 
+import csv
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,6 +103,52 @@ def tiny_workflow_config(ewt_dir, nltk_data) -> dict:
 #: a two-sentence tagged corpus and feature sizes small enough for a GRU of 3 units to train in a second
 TINY_TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
 TINY_FEATURES = {"max_words": 50, "max_affixes": 20, "word_dim": 4, "affix_dim": 2}
+#: the first of those sentences as CoNLL-U, their PTB tags in XPOS
+TINY_CONLLU = (
+    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
+    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
+)
+
+
+def tiny_pos_config(kind: str, hidden_size: int, num_classes: int = 3):
+    """The :class:`inn.models.ModelConfig` of a POS model of tiny sizes: 10 words, 4 of each of the
+    6 affix kinds, words in 4 dimensions and affixes in 2."""
+    from inn.models import ModelConfig
+
+    return ModelConfig(
+        task="pos",
+        kind=kind,
+        hidden_size=hidden_size,
+        num_classes=num_classes,
+        word_vocab=10,
+        affix_vocab=(4,) * 6,
+        word_dim=4,
+        affix_dim=2,
+    )
+
+
+def train_argv(task: str, data: Path, model: str, out_dir: Path, *options: str) -> list[str]:
+    """``inn train``'s command line: ``model`` on the prepared ``data`` of ``task`` into ``out_dir``."""
+    return ["train", "--task", task, "--data", str(data), "--model", model, "--out-dir", str(out_dir), *options]
+
+
+def evaluate_argv(checkpoint: Path, data: Path, out_dir: Path, *options: str | Path) -> list[str]:
+    """``inn evaluate``'s command line: the model file ``checkpoint`` on the prepared ``data``, into ``out_dir``."""
+    return [
+        "evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--data",
+        str(data),
+        "--out-dir",
+        str(out_dir),
+        *map(str, options),
+    ]
+
+
+def export_argv(checkpoint: Path, out: Path, *options: str | Path) -> list[str]:
+    """``inn export-tagger``'s command line: the model file ``checkpoint`` as the tagger file ``out``."""
+    return ["export-tagger", "--checkpoint", str(checkpoint), "--out", str(out), *map(str, options)]
 
 
 def one_line(capsys) -> str:
@@ -117,6 +167,20 @@ def tiny_corpus(folder: Path, text: str = TINY_TEXT) -> dict[str, Path]:
     return files
 
 
+def prepare_argv(files: dict[str, Path], out_dir: Path, corpus: str = "c") -> list[str]:
+    """``inn prepare-pos``'s command line: the word<TAB>tag ``files`` (split -> file) into ``out_dir``."""
+    return [
+        "prepare-pos",
+        "--corpus",
+        corpus,
+        "--format",
+        "tsv",
+        *[f"--{s}={p}" for s, p in files.items()],
+        "--out-dir",
+        str(out_dir),
+    ]
+
+
 @pytest.fixture(scope="module")
 def pos_dir(tmp_path_factory) -> Path:
     """The tiny corpus prepared (``inn prepare-pos``), once per test module."""
@@ -124,6 +188,121 @@ def pos_dir(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("pos") / "mine"
     prepare_pos("tsv", tiny_corpus(tmp_path_factory.mktemp("raw")), out, "mine", **TINY_FEATURES)
+    return out
+
+
+@pytest.fixture(scope="module")
+def gru_run(tmp_path_factory, pos_dir) -> Path:
+    """A finished run of a tiny GRU (3 units, one epoch) on ``pos_dir``, once per test module."""
+    from inn.experiment.train import TrainConfig, train
+
+    out = tmp_path_factory.mktemp("run")
+    train(
+        "pos",
+        pos_dir,
+        "gru",
+        out,
+        TrainConfig(max_epochs=1),
+        {"hidden_size": 3},
+        device="cpu",
+        meta={"seed": 1, "dataset": "mine"},
+    )
+    return out
+
+
+def tiny_walks(
+    out: Path, sizes: tuple[int, int, int] = (60, 20, 20), max_len: int = 12, settings: bool = False
+) -> Path:
+    """A walks dataset in ``out``: train/dev/test.pt of ``sizes`` walks at b = 1 in three
+    dimensions (seeds 1, 2, 3); with ``settings``, the generator's settings stored beside the
+    walks, as ``inn generate-walks`` stores them."""
+    from inn.data.walk import generate_walks, save_walks
+
+    for split, n, seed in zip(("train", "dev", "test"), sizes, (1, 2, 3)):
+        walks = generate_walks(n, b=1.0, dim=3, seed=seed, max_len=max_len)
+        meta = {"b": 1.0, "dim": 3, "seed": seed, "direction": "gaussian", "max_len": max_len} if settings else {}
+        save_walks(out / f"{split}.pt", walks, **meta)
+    return out
+
+
+def first_sentences(path: Path, count: int) -> str:
+    """The first ``count`` sentences (blank-line separated blocks) of a CoNLL-U file."""
+    return "\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:count]) + "\n\n"
+
+
+def conllu_source(train: Path, dev: Path, test: Path) -> dict[str, str]:
+    """A CoNLL-U corpus source of ``prepare_pos``: the three split files, XPOS tags."""
+    return {"tags": "xpos", "train": str(train), "dev": str(dev), "test": str(test)}
+
+
+def tiny_bilstm_tagger(root: Path, source: dict[str, str], features: dict, hidden: int, **training) -> Path:
+    """The checkpoint of a BiLSTM of ``hidden`` units trained one epoch on an English CoNLL-U
+    ``source`` (prepared with ``features`` into ``root/data``; run in ``root/bilstm``)."""
+    from inn.experiment.prepare import prepare_pos
+    from inn.experiment.train import TrainConfig, train
+
+    prepare_pos("conllu", source, root / "data", "ewt", language="en", **features)
+    train(
+        "pos",
+        root / "data",
+        "bilstm",
+        root / "bilstm",
+        TrainConfig(max_epochs=1, **training),
+        {"hidden_size": hidden},
+        device="cpu",
+        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
+    )
+    return root / "bilstm" / "checkpoint.pt"
+
+
+@pytest.fixture
+def registry():
+    """Undo what a test registers in the model and cell registries."""
+    from inn.models import CELLS, MODELS
+
+    models, cells = dict(MODELS), dict(CELLS)
+    yield
+    MODELS.clear(), MODELS.update(models)
+    CELLS.clear(), CELLS.update(cells)
+
+
+@pytest.fixture
+def imported(registry):
+    """Undo what importing a user's module leaves: its registrations, modules and path entries."""
+    modules, path = set(sys.modules), list(sys.path)
+    yield
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+    sys.path[:] = path
+
+
+#: a benchmark of a second: 4 units, sequences of 3 steps, batches of 2, one repeat
+TINY_BENCHMARK = "--hidden 4 --lengths 3 --batch-size 2 --repeats 1"
+
+
+def benchmark_rows(out: Path, *options: str | Path) -> list[dict]:
+    """Runs ``inn benchmark OPTIONS --out OUT`` (a string of ``options`` split at spaces, a path
+    kept whole) and returns the rows it wrote."""
+    from inn.experiment.cli import main
+
+    argv = [word for part in options for word in (part.split() if isinstance(part, str) else [str(part)])]
+    assert main(["benchmark", *argv, "--out", str(out)]) == 0, f"inn benchmark {' '.join(argv)} failed"
+    return list(csv.DictReader(out.open(), delimiter="\t"))
+
+
+def collect_tables(out: Path, metrics, histories, predictions, floors, floor_predictions, corpora) -> Path:
+    """Runs ``inn collect`` on the given run files (lists of paths) into ``out``."""
+    from inn.experiment.collect import main
+
+    groups = {
+        "--metrics": metrics,
+        "--histories": histories,
+        "--predictions": predictions,
+        "--floors": floors,
+        "--floor-predictions": floor_predictions,
+        "--corpora": corpora,
+    }
+    main([*(word for option, paths in groups.items() for word in (option, *map(str, paths))), "--out-dir", str(out)])
     return out
 
 
@@ -151,6 +330,33 @@ def make_batch(B=3, n=6, input_size=5, lengths=None, dtype=torch.float64):
         for b, length in enumerate(lengths):
             mask[b, length:] = False
     return xi, mask
+
+
+def assert_padding_invariance(layer) -> torch.Tensor:
+    """An implicit layer on a padded batch: padded positions are zero, whatever their input, and
+    each sequence's states are those it has alone. Returns the batch's states."""
+    xi, mask = make_batch(B=3, n=7, lengths=[7, 4, 2])
+    xi_garbage = xi.clone()
+    xi_garbage[~mask] = 1e3  # padded inputs must not matter
+    H = layer(xi_garbage, mask)
+    assert (H[~mask] == 0).all() and (layer.last_solution[~mask] == 0).all()
+    for b, length in enumerate([7, 4, 2]):
+        alone = layer(xi[b : b + 1, :length], mask[b : b + 1, :length])
+        assert torch.allclose(H[b, :length], alone[0], atol=1e-9)
+    return H
+
+
+def assert_padding_invariance_of_gradients(layer) -> None:
+    """An implicit layer's input gradients: zero at padded positions, and a padded sequence's
+    those it has alone."""
+    xi, mask = make_batch(B=2, n=5, lengths=[5, 3])
+    xi.requires_grad_(True)
+    layer(xi, mask).pow(2).sum().backward()
+    g_batch = xi.grad[1, :3].clone()
+    assert (xi.grad[1, 3:] == 0).all()
+    x1 = xi[1:, :3].detach().clone().requires_grad_(True)
+    layer(x1, mask[1:, :3]).pow(2).sum().backward()
+    assert torch.allclose(g_batch, x1.grad[0], atol=1e-8)
 
 
 def assert_gradcheck(layer, xi, mask) -> None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import REPO, collect_tables
 
 from inn.experiment.collect import FLOOR_PATH, find_run_files, run_key, verdicts
-from inn.experiment.collect import main as collect_main
 from inn.experiment.views import views
 from inn.tables import read_tsv, write_tsv
 
-REPO = Path(__file__).resolve().parents[1]
 ARCHIVES = REPO / "archive"
 COLLECTED = Path(__file__).parent / "fixtures" / "collected"
 TABLES = ("runs.tsv", "table1.tsv", "table2.tsv", "comparisons.tsv", "verdict.tsv")
@@ -41,23 +40,14 @@ def test_inn_collect_gives_an_archives_tables_byte_for_byte(archive, tmp_path):
 
     metrics = of_the_fixture(found["metrics"])
     assert len(metrics) == len(keys), "a run of the fixture is missing from the archive"
-    collect_main(
-        [
-            "--metrics",
-            *metrics,
-            "--histories",
-            *of_the_fixture(found["histories"]),
-            "--predictions",
-            *of_the_fixture(found["predictions"]),
-            "--floors",
-            *of_its_b(found["floors"]),
-            "--floor-predictions",
-            *of_its_b(found["floor_predictions"]),
-            "--corpora",
-            *found["corpora"],
-            "--out-dir",
-            str(tmp_path),
-        ]
+    collect_tables(
+        tmp_path,
+        metrics=metrics,
+        histories=of_the_fixture(found["histories"]),
+        predictions=of_the_fixture(found["predictions"]),
+        floors=of_its_b(found["floors"]),
+        floor_predictions=of_its_b(found["floor_predictions"]),
+        corpora=found["corpora"],
     )
     for name in TABLES:
         assert (tmp_path / name).read_text(encoding="utf-8") == (expected / name).read_text(encoding="utf-8"), name

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from conftest import TINY_BENCHMARK, benchmark_rows, tiny_pos_config
 
 from inn.errors import InnError
 from inn.experiment.benchmark import jacobian_radius, load_layer_weights, main, make_harder
@@ -58,20 +59,9 @@ def test_checkpoint_loader_takes_prefix(tmp_path):
 def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
     """A checkpoint as training writes it: the layer sits under ``rnn.`` of a whole model."""
     from inn.checkpoints import neural_payload
-    from inn.models import ModelConfig, build_model
+    from inn.models import build_model
 
-    model = build_model(
-        ModelConfig(
-            task="pos",
-            kind="inn",
-            hidden_size=4,
-            num_classes=3,
-            word_vocab=10,
-            affix_vocab=(4,) * 6,
-            word_dim=4,
-            affix_dim=2,
-        )
-    )
+    model = build_model(tiny_pos_config("inn", 4))
     path = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "pos"}), path)
     for prefix in ("rnn.", "rnn", ""):  # given, without its dot, or left out
@@ -81,29 +71,10 @@ def test_the_layer_of_a_trained_models_checkpoint_is_found(tmp_path):
         load_layer_weights(path, "encoder.")
     with pytest.raises(InnError, match="holds a trained inn, not inn_lstm: leave --model out or give --model inn"):
         load_layer_weights(path, model="inn_lstm")
-    main(
-        [
-            "--checkpoint",
-            str(path),
-            "--prefix",
-            "rnn.",
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "gru",
-            "--out",
-            str(tmp_path / "b.tsv"),
-        ]
+    rows = benchmark_rows(
+        tmp_path / "b.tsv", TINY_BENCHMARK, "--methods anderson --baselines gru --prefix rnn. --checkpoint", path
     )
-    assert "checkpoint" in (tmp_path / "b.tsv").read_text()
+    assert "checkpoint" in {r["weights"] for r in rows}
 
 
 def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
@@ -115,34 +86,12 @@ def test_harder_weights_scale_the_implicit_lstm_as_well(tmp_path):
     xi, mask = torch.randn(3, 8, 6, dtype=torch.float64), torch.ones(3, 8, dtype=torch.bool)
     assert jacobian_radius(layer, xi, mask) < 0.7
     assert make_harder(layer, xi, mask, 0.8) > 1 and jacobian_radius(layer, xi, mask) == pytest.approx(0.8, abs=0.01)
-    out = tmp_path / "bench.tsv"
-    main(
-        [
-            "--model",
-            "inn_lstm",
-            "--hidden",
-            "6",
-            "--lengths",
-            "8",
-            "--batch-size",
-            "3",
-            "--repeats",
-            "1",
-            "--harder",
-            "0.9",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "--peers",
-            "--dtype",
-            "float64",
-            "--out",
-            str(out),
-        ]
+    rows = benchmark_rows(
+        tmp_path / "bench.tsv",
+        "--model inn_lstm --hidden 6 --lengths 8 --batch-size 3 --repeats 1 --harder 0.9",
+        "--methods anderson --baselines --peers --dtype float64",
     )
-    iterations = {
-        (r["weights"], r["cell"]): float(r["newton_mean"]) for r in csv.DictReader(out.open(), delimiter="\t")
-    }
+    iterations = {(r["weights"], r["cell"]): float(r["newton_mean"]) for r in rows}
     assert iterations[("harder0.9", "lstm")] > iterations[("init", "lstm")]
 
 
@@ -154,36 +103,13 @@ def test_a_trained_implicit_lstm_is_benchmarked_on_its_own_weights(tmp_path, cap
     layer = ImplicitLSTM(5, 4)
     ckpt = tmp_path / "lstm.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
-    out = tmp_path / "bench.tsv"
-    main(
-        [
-            "--model",
-            "inn_lstm",
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--methods",
-            "anderson",
-            "newton_krylov",
-            "--checkpoint",
-            str(ckpt),
-            "--prefix",
-            "rnn",
-            "--baselines",
-            "lstm",
-            "gru",
-            "--peers",
-            "--out",
-            str(out),
-        ]
+    rows = benchmark_rows(
+        tmp_path / "bench.tsv",
+        TINY_BENCHMARK,
+        "--model inn_lstm --harder --methods anderson newton_krylov --baselines lstm gru --peers",
+        "--prefix rnn --checkpoint",
+        ckpt,
     )
-    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     cells = {(r["weights"], r["method"]): r["cell"] for r in rows}
     assert cells == {
         ("init", "anderson"): "lstm",
@@ -212,37 +138,12 @@ def test_tiny_benchmark_run_writes_csv(tmp_path, capsys):
     layer = ImplicitGRU(6, 6)
     ckpt = tmp_path / "c.pt"
     torch.save({"model": {f"inn.{k}": v for k, v in layer.state_dict().items()}}, ckpt)
-    out = tmp_path / "bench.tsv"
-    main(
-        [
-            "--hidden",
-            "6",
-            "--lengths",
-            "3",
-            "5",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "0.5",
-            "--methods",
-            "paper",
-            "newton_krylov",
-            "newton_direct",
-            "anderson",
-            "fixed_point",
-            "anderson_jacobian_free",
-            "--checkpoint",
-            str(ckpt),
-            "--prefix",
-            "inn.",
-            "--peers",
-            "--out",
-            str(out),
-        ]
+    rows = benchmark_rows(
+        tmp_path / "bench.tsv",
+        "--hidden 6 --lengths 3 5 --batch-size 2 --repeats 1 --harder 0.5 --peers --prefix inn. --checkpoint",
+        ckpt,
+        "--methods paper newton_krylov newton_direct anderson fixed_point anderson_jacobian_free",
     )
-    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     # gradients against the tight exact adjoint: the exact solvers' to about tol, the
     # Jacobian-free one measurably off
     for r in rows:
@@ -290,56 +191,14 @@ def test_torchdeq_peers_solve_the_same_system_to_our_tolerance(tmp_path):
         assert torch.allclose(peer.forward(), ours, atol=1e-4)
     assert figures["backward_residual_max"] <= 1e-5 and figures["backward_iterations"] >= 1
     out = tmp_path / "b.tsv"
-    main(
-        [
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "gru",
-            "--peers",
-            "torchdeq_anderson",
-            "torchdeq_ift",
-            "--out",
-            str(out),
-        ]
-    )
-    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
+    peers = "--harder --methods anderson --baselines gru --peers torchdeq_anderson torchdeq_ift"
+    rows = {r["method"]: r for r in benchmark_rows(out, TINY_BENCHMARK, peers)}
     assert set(rows) == {"anderson", "torchdeq_anderson", "torchdeq_ift", "bigru"}
     assert not rows["torchdeq_anderson"]["forward_backward_s"]  # a forward-only peer: no time, empty
     assert float(rows["torchdeq_ift"]["forward_backward_s"]) > 0
     # a peer too slow to repeat keeps the time of its one forward, as our methods do
-    main(
-        [
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "--peers",
-            "torchdeq_anderson",
-            "--max-seconds",
-            "1e-9",
-            "--out",
-            str(out),
-        ]
-    )
-    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
+    slow = "--harder --methods anderson --baselines --peers torchdeq_anderson --max-seconds 1e-9"
+    rows = {r["method"]: r for r in benchmark_rows(out, TINY_BENCHMARK, slow)}
     assert rows["torchdeq_anderson"]["note"] == "timed once" and float(rows["torchdeq_anderson"]["forward_s"]) > 0
 
 
@@ -363,93 +222,29 @@ def test_peers_are_validated_and_skipped_without_torchdeq(tmp_path, monkeypatch,
     with pytest.raises(InnError, match="unknown peer"):
         main(["--peers", "scipy_anderson", "--out", str(tmp_path / "x.tsv")])
     monkeypatch.setattr("inn.experiment.benchmark.available", lambda: False)
-    out = tmp_path / "b.tsv"
-    main(
-        [
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "--out",
-            str(out),
-        ]
-    )
+    rows = benchmark_rows(tmp_path / "b.tsv", TINY_BENCHMARK, "--harder --methods anderson --baselines")
     printed = capsys.readouterr().out
     assert "TorchDEQ peers skipped" in printed and "fits t = a" not in printed  # one length: no fits
-    assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson"}
+    assert {r["method"] for r in rows} == {"anderson"}
 
 
 def test_the_cuda_graph_method_is_skipped_with_a_note_on_a_cpu(tmp_path):
-    out = tmp_path / "bench.tsv"
-    main(
-        [
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--device",
-            "cpu",
-            "--methods",
-            "anderson",
-            "anderson_graph",
-            "--baselines",
-            "--peers",
-            "--out",
-            str(out),
-        ]
-    )
-    rows = {r["method"]: r for r in csv.DictReader(out.open(), delimiter="\t")}
+    graph = "--harder --device cpu --methods anderson anderson_graph --baselines --peers"
+    rows = {r["method"]: r for r in benchmark_rows(tmp_path / "bench.tsv", TINY_BENCHMARK, graph)}
     assert rows["anderson_graph"]["note"] == "skipped: CUDA graphs need a CUDA device"
     assert not rows["anderson_graph"]["forward_s"] and float(rows["anderson"]["forward_s"]) > 0  # no time: empty
 
 
 def test_one_length_writes_no_fits_and_refuses_a_fits_path(tmp_path, capsys):
     out = tmp_path / "bench.tsv"
-    main(
-        [
-            "--hidden",
-            "4",
-            "--lengths",
-            "3",
-            "--batch-size",
-            "2",
-            "--repeats",
-            "1",
-            "--harder",
-            "--methods",
-            "anderson",
-            "--baselines",
-            "gru",
-            "--peers",
-            "--out",
-            str(out),
-        ]
-    )
-    assert {r["method"] for r in csv.DictReader(out.open(), delimiter="\t")} == {"anderson", "bigru"}
+    rows = benchmark_rows(out, TINY_BENCHMARK, "--harder --methods anderson --baselines gru --peers")
+    assert {r["method"] for r in rows} == {"anderson", "bigru"}
     assert not (tmp_path / "bench_fits.tsv").exists()  # was a file of NaN fits
     assert "fits t = a" not in capsys.readouterr().out
     with pytest.raises(InnError, match="--fits-out needs at least two --lengths"):
         main(
             [
-                "--hidden",
-                "4",
-                "--lengths",
-                "3",
-                "--batch-size",
-                "2",
+                *TINY_BENCHMARK.split(),
                 "--methods",
                 "anderson",
                 "--out",
@@ -489,32 +284,12 @@ def test_breakdown_reports_each_training_batch(tmp_path, capsys):
         tmp_path / "inn.pt", backward_max_iter=2, backward_low_precision=False, backward_fallback=None
     )
     out = tmp_path / "breakdown.tsv"
-    main(
-        [
-            "--breakdown",
-            "--checkpoint",
-            str(ckpt),
-            "--lengths",
-            "3",
-            "6",
-            "--batches",
-            "2",
-            "--batch-size",
-            "4",
-            "--baselines",
-            "gru",
-            "lstm",
-            "--threads",
-            "1",
-            "--clock",
-            "process",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-        ]
+    rows = benchmark_rows(
+        out,
+        "--breakdown --checkpoint",
+        ckpt,
+        "--lengths 3 6 --batches 2 --batch-size 4 --baselines gru lstm --threads 1 --clock process --device cpu",
     )
-    rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert [(int(r["n"]), int(r["batch_index"])) for r in rows] == [(3, 0), (3, 1), (6, 0), (6, 1)]
     for r in rows:
         assert float(r["forward_mean"]) >= 1 and int(r["forward_max"]) >= float(r["forward_mean"])
@@ -533,50 +308,15 @@ def test_breakdown_reports_each_training_batch(tmp_path, capsys):
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["n", "batches", "fwd"] and [line.split()[0] for line in table[1:3]] == ["3", "6"]
     # the same batches with the direct float64 fallback: every sequence solved again, none left at the limit
-    main(
-        [
-            "--breakdown",
-            "--checkpoint",
-            str(ckpt),
-            "--lengths",
-            "3",
-            "--batches",
-            "1",
-            "--batch-size",
-            "4",
-            "--baselines",
-            "--fallback",
-            "direct",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-        ]
-    )
-    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
+    fallback = "--lengths 3 --batches 1 --batch-size 4 --baselines --fallback direct --device cpu"
+    (row,) = benchmark_rows(out, "--breakdown --checkpoint", ckpt, fallback)
     assert (int(row["adjoint_fallback"]), int(row["adjoint_limit"]), row["adjoint_codes"]) == (4, 0, "")
     assert (int(row["forward_fallback"]), int(row["forward_homotopy"])) == (0, 0)
     # one forward iteration per solve: the float64 retry fails too, and the homotopy finishes every sequence
     ckpt = _walks_checkpoint(tmp_path / "short.pt", max_iter=1, candidates=["zeros"])
-    main(
-        [
-            "--breakdown",
-            "--checkpoint",
-            str(ckpt),
-            "--lengths",
-            "3",
-            "--batches",
-            "1",
-            "--batch-size",
-            "4",
-            "--baselines",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-        ]
+    (row,) = benchmark_rows(
+        out, "--breakdown --checkpoint", ckpt, "--lengths 3 --batches 1 --batch-size 4 --baselines --device cpu"
     )
-    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
     assert (int(row["forward_fallback"]), int(row["forward_homotopy"]), int(row["forward_limit"])) == (4, 4, 0)
     assert row["forward_codes"] == ""
 
@@ -608,26 +348,8 @@ def test_breakdown_of_the_b05_walks_fixtures_meets_their_trained_systems(tmp_pat
     from pathlib import Path
 
     fixture = Path(__file__).parent / "fixtures" / name
-    out = tmp_path / "fixture.tsv"
-    main(
-        [
-            "--breakdown",
-            "--checkpoint",
-            str(fixture),
-            "--lengths",
-            "8",
-            "--batches",
-            "1",
-            "--baselines",
-            "--threads",
-            "1",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-        ]
-    )
-    (row,) = list(csv.DictReader(out.open(), delimiter="\t"))
+    options = "--lengths 8 --batches 1 --baselines --threads 1 --device cpu"
+    (row,) = benchmark_rows(tmp_path / "fixture.tsv", "--breakdown --checkpoint", fixture, options)
     assert int(row["hidden"]) == 200 and int(row["batch"]) == 20
     assert float(row["forward_mean"]) > 10 and float(row["adjoint_mean"]) > 5
 

@@ -1,14 +1,9 @@
 """``inn benchmark --model``: any implicit model of the registry, a cell from a user's file included,
 fresh, harder and trained (a whole checkpoint read through its model config, or a state_dict)."""
 
-import csv
-import sys
-
 import pytest
 import torch
-
-from inn.experiment.cli import main
-from inn.models import CELLS, MODELS
+from conftest import TINY_BENCHMARK, benchmark_rows
 
 #: a user's file: an implicit tanh RNN, h_t = tanh(W x_t + U h_{t-1} + V h_{t+1}), and a model on it
 USER_CELL = """
@@ -36,21 +31,11 @@ register(ModelSpec("mycell", "My tanh cell", "tanhcell", bidirectional=True, imp
 
 
 @pytest.fixture
-def user_cell(tmp_path):
-    """The user's file; its registrations, modules and path entries undone after the test."""
-    models, cells, modules, search = dict(MODELS), dict(CELLS), set(sys.modules), list(sys.path)
+def user_cell(tmp_path, imported):
+    """The user's file; what importing it leaves is undone after the test."""
     path = tmp_path / "my_tanh_cell.py"
     path.write_text(USER_CELL)
-    yield path
-    MODELS.clear(), MODELS.update(models)
-    CELLS.clear(), CELLS.update(cells)
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
-    sys.path[:] = search
-
-
-def _rows(path) -> list[dict]:
-    return list(csv.DictReader(path.open(), delimiter="\t"))
+    return path
 
 
 def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
@@ -58,42 +43,10 @@ def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
     the harder weights need more iterations, and a trained checkpoint of it (its recurrent
     matrices grown, as training grows them) is read through its own model config."""
     out = tmp_path / "bench.tsv"
-    tiny = [
-        "--hidden",
-        "4",
-        "--lengths",
-        "3",
-        "--batch-size",
-        "2",
-        "--repeats",
-        "1",
-        "--baselines",
-        "gru",
-        "--peers",
-        "--dtype",
-        "float64",
-        "--out",
-        str(out),
-    ]
-    assert (
-        main(
-            [
-                "benchmark",
-                "--import",
-                str(user_cell),
-                "--model",
-                "mycell",
-                "--harder",
-                "0.9",
-                "--methods",
-                "anderson",
-                "newton_krylov",
-                *tiny,
-            ]
-        )
-        == 0
+    tiny = f"{TINY_BENCHMARK} --baselines gru --peers --dtype float64"
+    rows = benchmark_rows(
+        out, tiny, "--import", user_cell, "--model mycell --harder 0.9 --methods anderson newton_krylov"
     )
-    rows = _rows(out)
     assert {(r["weights"], r["method"], r["cell"]) for r in rows} == {
         (w, m, "tanhcell") for w in ("init", "harder0.9") for m in ("anderson", "newton_krylov")
     } | {(w, "bigru", "") for w in ("init", "harder0.9")}
@@ -109,77 +62,23 @@ def test_a_users_cell_is_timed_fresh_harder_and_trained(tmp_path, user_cell):
         model.rnn.cell.U.weight.mul_(8)
     checkpoint = tmp_path / "checkpoint.pt"
     torch.save(neural_payload(model, {"task": "walks", "model": "mycell", "dataset": "b0.5"}), checkpoint)
-    assert (
-        main(
-            [
-                "benchmark",
-                "--import",
-                str(user_cell),
-                "--checkpoint",
-                str(checkpoint),
-                "--harder",
-                "--methods",
-                "anderson",
-                *tiny,
-            ]
-        )
-        == 0
-    )
-    trained = {r["weights"]: r for r in _rows(out) if r["cell"]}
+    rows = benchmark_rows(out, tiny, "--import", user_cell, "--checkpoint", checkpoint, "--harder --methods anderson")
+    trained = {r["weights"]: r for r in rows if r["cell"]}
     assert trained["checkpoint"]["cell"] == "tanhcell" and int(trained["checkpoint"]["hidden"]) == 5
     assert float(trained["checkpoint"]["grad_error"]) < 1e-2  # the trained layer's own exact gradient
     assert float(trained["checkpoint"]["newton_mean"]) > float(trained["init"]["newton_mean"])
     # the same layer as a plain state_dict: its sizes found from the weights' shapes
     plain = tmp_path / "layer.pt"
     torch.save({"state_dict": {f"rnn.{k}": v for k, v in model.rnn.state_dict().items()}}, plain)
-    assert (
-        main(
-            [
-                "benchmark",
-                "--import",
-                str(user_cell),
-                "--model",
-                "mycell",
-                "--checkpoint",
-                str(plain),
-                "--harder",
-                "--methods",
-                "anderson",
-                *tiny,
-            ]
-        )
-        == 0
+    rows = benchmark_rows(
+        out, tiny, "--import", user_cell, "--model mycell --checkpoint", plain, "--harder --methods anderson"
     )
-    again = {r["weights"]: r for r in _rows(out) if r["cell"]}
+    again = {r["weights"]: r for r in rows if r["cell"]}
     assert again["checkpoint"]["newton_mean"] == trained["checkpoint"]["newton_mean"]
 
 
 def test_the_jvp_variants_time_a_users_cell(tmp_path, user_cell):
-    out = tmp_path / "jvp.tsv"
-    assert (
-        main(
-            [
-                "benchmark",
-                "--import",
-                str(user_cell),
-                "--model",
-                "mycell",
-                "--jvp-only",
-                "--hidden",
-                "4",
-                "--lengths",
-                "3",
-                "--batch-size",
-                "2",
-                "--repeats",
-                "1",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    rows = _rows(out)
+    rows = benchmark_rows(tmp_path / "jvp.tsv", "--import", user_cell, "--model mycell --jvp-only", TINY_BENCHMARK)
     assert {r["cell"] for r in rows} == {"tanhcell"} and {"F", "analytic_jvp", "torch_func_jvp"} <= {
         r["operation"] for r in rows
     }

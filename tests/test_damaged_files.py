@@ -13,16 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
+from conftest import TINY_FEATURES, TINY_TEXT, evaluate_argv, export_argv, one_line, tiny_corpus, train_argv
 
 from inn.checkpoints import OWN_DIGEST, read_checkpoint, save_payload
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import TrainConfig, train
-
-FEATURES = TINY_FEATURES
-TEXT = TINY_TEXT
 
 
 def _copy(folder: Path, to: Path) -> Path:
@@ -31,23 +28,6 @@ def _copy(folder: Path, to: Path) -> Path:
         if path.is_file():
             (to / path.name).write_bytes(path.read_bytes())
     return to
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, pos_dir) -> Path:
-    """A finished run of a tiny GRU (one epoch) on ``pos_dir``."""
-    out = tmp_path_factory.mktemp("run")
-    train(
-        "pos",
-        pos_dir,
-        "gru",
-        out,
-        TrainConfig(max_epochs=1),
-        {"hidden_size": 3},
-        device="cpu",
-        meta={"seed": 1, "dataset": "mine"},
-    )
-    return out
 
 
 def _flip_weights(path: Path, out: Path) -> Path:
@@ -66,15 +46,15 @@ def _flip_weights(path: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------- model files
 
 
-def test_model_files_carry_the_digest_of_their_weights(run):
-    assert read_checkpoint(run / "checkpoint.pt")[OWN_DIGEST]
+def test_model_files_carry_the_digest_of_their_weights(gru_run):
+    assert read_checkpoint(gru_run / "checkpoint.pt")[OWN_DIGEST]
 
 
 @pytest.mark.parametrize("command", ["evaluate", "tag"])
-def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, command, capsys):
-    damaged = _flip_weights(run / "checkpoint.pt", tmp_path / "checkpoint.pt")
+def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, gru_run, pos_dir, command, capsys):
+    damaged = _flip_weights(gru_run / "checkpoint.pt", tmp_path / "checkpoint.pt")
     if command == "evaluate":
-        argv = ["evaluate", "--checkpoint", str(damaged), "--data", str(pos_dir), "--out-dir", str(tmp_path / "e")]
+        argv = evaluate_argv(damaged, pos_dir, tmp_path / "e")
     else:
         text = tmp_path / "in.txt"
         text.write_text("The cat sat .\n")
@@ -86,9 +66,9 @@ def test_a_checkpoint_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, comm
     assert not (tmp_path / "e").exists() and not (tmp_path / "out.txt").exists()
 
 
-def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, capsys):
+def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, gru_run, pos_dir, capsys):
     tagger = tmp_path / "tagger.pt"
-    assert cli(["export-tagger", "--checkpoint", str(run / "checkpoint.pt"), "--out", str(tagger)]) == 0
+    assert cli(export_argv(gru_run / "checkpoint.pt", tagger)) == 0
     damaged = _flip_weights(tagger, tmp_path / "damaged.pt")
     text = tmp_path / "in.txt"
     text.write_text("The cat sat .\n")
@@ -97,8 +77,8 @@ def test_a_tagger_file_with_flipped_bytes_is_refused(tmp_path, run, pos_dir, cap
     assert one_line(capsys).startswith(f"error: {damaged}: its weights are damaged or were altered")
 
 
-def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path, run):
-    payload = read_checkpoint(run / "checkpoint.pt")
+def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path, gru_run):
+    payload = read_checkpoint(gru_run / "checkpoint.pt")
     payload["state_dict"] = {
         k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in payload["state_dict"].items()
     }
@@ -111,8 +91,8 @@ def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path, run):
         read_checkpoint(tmp_path / "nan.pt")
 
 
-def test_a_model_file_from_before_the_digest_loads_with_a_warning(tmp_path, run, caplog):
-    payload = read_checkpoint(run / "checkpoint.pt")
+def test_a_model_file_from_before_the_digest_loads_with_a_warning(tmp_path, gru_run, caplog):
+    payload = read_checkpoint(gru_run / "checkpoint.pt")
     del payload[OWN_DIGEST]
     torch.save(payload, tmp_path / "old.pt")
     with caplog.at_level(logging.WARNING):
@@ -153,21 +133,13 @@ def _cut_at_a_sentence(folder: Path) -> None:
 
 @pytest.mark.parametrize("damage", [_edit_tags, _reorder_tags, _cut_at_a_sentence])
 @pytest.mark.parametrize("command", ["train", "evaluate"])
-def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, run, damage, command, capsys):
+def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, gru_run, damage, command, capsys):
     data = _copy(pos_dir, tmp_path / "data")
     damage(data)
     if command == "train":
         argv = ["train", "--task", "pos", "--data", str(data), "--model", "gru-h3", "--out-dir", str(tmp_path / "r")]
     else:
-        argv = [
-            "evaluate",
-            "--checkpoint",
-            str(run / "checkpoint.pt"),
-            "--data",
-            str(data),
-            "--out-dir",
-            str(tmp_path / "r"),
-        ]
+        argv = evaluate_argv(gru_run / "checkpoint.pt", data, tmp_path / "r")
     assert cli(argv) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {data} changed since the data stage prepared it (fingerprint ")
@@ -180,19 +152,7 @@ def test_a_prepared_folder_changed_since_is_refused(tmp_path, pos_dir, run, dama
 
 def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, capsys, caplog):
     out = tmp_path / "run"
-    argv = [
-        "train",
-        "--task",
-        "pos",
-        "--data",
-        str(pos_dir),
-        "--model",
-        "gru-h3",
-        "--out-dir",
-        str(out),
-        "--settings",
-        '{"training": {"max_epochs": 1}}',
-    ]
+    argv = train_argv("pos", pos_dir, "gru-h3", out, "--settings", '{"training": {"max_epochs": 1}}')
     assert cli(argv) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     caplog.clear()
@@ -211,11 +171,7 @@ def test_a_plain_rerun_of_a_finished_run_changes_nothing(tmp_path, pos_dir, caps
 # --------------------------------------------------------------------------- evaluation's outputs
 
 
-def _evaluate(run: Path, data: Path, out: Path) -> list[str]:
-    return ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(data), "--out-dir", str(out)]
-
-
-def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, run, pos_dir, monkeypatch, capsys):
+def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, gru_run, pos_dir, monkeypatch, capsys):
     import errno
 
     import inn.experiment.evaluate as evaluate
@@ -229,7 +185,7 @@ def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, ru
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(evaluate, "write_json", full)
-    assert cli(_evaluate(run, pos_dir, out)) == 2
+    assert cli(evaluate_argv(gru_run / "checkpoint.pt", pos_dir, out)) == 2
     assert one_line(capsys).startswith(f"error: cannot write {out}/metrics.json: No space left on device")
     assert (out / "predictions.tsv").read_text() == "earlier\n" and (out / "metrics.json").read_text() == "{}\n"
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.tsv"]  # no temporary file left
@@ -239,13 +195,15 @@ def test_a_failed_metrics_write_leaves_the_predictions_as_they_were(tmp_path, ru
 
 
 @pytest.fixture
-def results(tmp_path, run, pos_dir) -> Path:
+def results(tmp_path, gru_run, pos_dir) -> Path:
     """A results folder of one evaluated run."""
     results = tmp_path / "results"
     train_dir = results / "train" / "pos" / "mine" / "gru" / "seed1"
     train_dir.mkdir(parents=True)
-    (train_dir / "history.tsv").write_bytes((run / "history.tsv").read_bytes())
-    assert cli(_evaluate(run, pos_dir, results / "eval" / "pos" / "mine" / "gru" / "seed1")) == 0
+    (train_dir / "history.tsv").write_bytes((gru_run / "history.tsv").read_bytes())
+    assert (
+        cli(evaluate_argv(gru_run / "checkpoint.pt", pos_dir, results / "eval" / "pos" / "mine" / "gru" / "seed1")) == 0
+    )
     return results
 
 
@@ -322,18 +280,18 @@ def test_a_preparation_that_fails_half_way_leaves_the_folder_as_it_was(tmp_path,
     (data / "notes.txt").write_text("mine\n")
     before = {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"}
     raw = tiny_corpus(tmp_path / "raw")
-    raw["train"].write_text(TEXT.replace("cat", "cow") * 3)
+    raw["train"].write_text(TINY_TEXT.replace("cat", "cow") * 3)
 
     def full(self, path):
         raise InnError(f"cannot write {path}: No space left on device")
 
     monkeypatch.setattr(FeatureExtractor, "save", full)
     with pytest.raises(InnError, match="No space left on device"):
-        prepare_pos("tsv", raw, data, "mine", **FEATURES)
+        prepare_pos("tsv", raw, data, "mine", **TINY_FEATURES)
     assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "raw"]  # no temporary folder left
     monkeypatch.undo()
-    prepare_pos("tsv", raw, data, "mine", **FEATURES)
+    prepare_pos("tsv", raw, data, "mine", **TINY_FEATURES)
     assert "cow" in (data / "train.tsv").read_text() and (data / "notes.txt").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "raw"]
 
@@ -344,7 +302,7 @@ def test_a_second_preparation_into_a_folder_in_use_is_refused(tmp_path, pos_dir)
     data = _copy(pos_dir, tmp_path / "data")
     before = {p.name: p.read_bytes() for p in data.iterdir()}
     with locked_folder(data), pytest.raises(InnError, match=rf"^{data} is in use by another run \(pid \d+ on "):
-        prepare_pos("tsv", tiny_corpus(tmp_path / "raw"), data, "mine", **FEATURES)
+        prepare_pos("tsv", tiny_corpus(tmp_path / "raw"), data, "mine", **TINY_FEATURES)
     assert {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"} == {
         k: v for k, v in before.items() if k != ".lock"
     }

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, evaluate_argv, tiny_walks, train_argv
 
 import inn.experiment.train.loop
 from inn.data.walk import generate_walks, save_walks
@@ -40,10 +40,7 @@ def _cfg(**kw) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def walk_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("walks") / "b1.0"
-    for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=12))
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b1.0")
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +233,7 @@ def test_damaged_checkpoint_says_what_to_do(tmp_path, walk_dir, capsys):
     train("walks", walk_dir, MODEL, run, _cfg(max_epochs=1), device="cpu")
     ckpt = run / "checkpoint.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:500])
-    assert cli(["evaluate", "--checkpoint", str(ckpt), "--data", str(walk_dir), "--out-dir", str(run)]) == 2
+    assert cli(evaluate_argv(ckpt, walk_dir, run)) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith(
         f"error: cannot read checkpoint {ckpt} (truncated or damaged: PytorchStreamReader failed reading zip archive"
@@ -330,19 +327,7 @@ def test_empty_data_gives_one_line(tmp_path, walk_dir, capsys):
     assert capsys.readouterr().err == f"error: {empty}/train.pt holds no walks\n"
     train("walks", walk_dir, MODEL, tmp_path / "run", _cfg(max_epochs=1), device="cpu")
     with pytest.raises(SystemExit, match="2"):  # argparse: usage, then the line naming the argument
-        cli(
-            [
-                "evaluate",
-                "--checkpoint",
-                str(tmp_path / "run" / "checkpoint.pt"),
-                "--data",
-                str(walk_dir),
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--max-sequences",
-                "0",
-            ]
-        )
+        cli(evaluate_argv(tmp_path / "run" / "checkpoint.pt", walk_dir, tmp_path / "run", "--max-sequences", "0"))
     assert capsys.readouterr().err.splitlines()[-1] == (
         "inn evaluate: error: argument --max-sequences: must be a whole number of at least 1, not '0'"
     )
@@ -408,23 +393,18 @@ sys.exit(inn.experiment.cli.main(sys.argv[1:]))
 
 
 def test_interrupted_run_says_so_in_one_line_and_a_rerun_resumes(tmp_path, walk_dir, straight, monkeypatch, capsys):
-    args = [
-        "train",
-        "--task",
+    args = train_argv(
         "walks",
-        "--data",
-        str(walk_dir),
-        "--model",
+        walk_dir,
         MODEL,
-        "--out-dir",
-        str(tmp_path),
+        tmp_path,
         "--device",
         "cpu",
         "--threads",
         "1",
         "--settings",
         '{"training": {"max_epochs": 2}}',
-    ]
+    )
     resume = f"rerun the same command to resume from {tmp_path}/last.pt"
     # SIGTERM (a scheduler's stop), in this process: delivered during epoch 2
     run_epoch = inn.experiment.train.loop._train_epoch

@@ -13,6 +13,7 @@ import logging
 
 import pytest
 import torch
+from conftest import evaluate_argv
 
 from inn.checkpoints import read_checkpoint
 from inn.data.corpora import read_conllu, write_tagged
@@ -122,9 +123,7 @@ def test_evaluate_refuses_a_model_of_other_data(tmp_path, corpora, model, capsys
         assert main(["train-perceptron", "--data", str(a), "--out-dir", str(run), "--iterations", "1"]) == 0
     else:
         train("pos", a, model, run, TrainConfig(max_epochs=1), {"hidden_size": 6}, device="cpu", meta={"dataset": "a"})
-    status = main(
-        ["evaluate", "--checkpoint", str(run / "checkpoint.pt"), "--data", str(b), "--out-dir", str(tmp_path / "eval")]
-    )
+    status = main(evaluate_argv(run / "checkpoint.pt", b, tmp_path / "eval"))
     assert (status, capsys.readouterr().err) == (
         2,
         (
@@ -135,20 +134,7 @@ def test_evaluate_refuses_a_model_of_other_data(tmp_path, corpora, model, capsys
     )
     assert not (tmp_path / "eval" / "metrics.json").exists()
     # on its own data: the metrics name the data scored, and its fingerprint
-    assert (
-        main(
-            [
-                "evaluate",
-                "--checkpoint",
-                str(run / "checkpoint.pt"),
-                "--data",
-                str(a),
-                "--out-dir",
-                str(tmp_path / "eval"),
-            ]
-        )
-        == 0
-    )
+    assert main(evaluate_argv(run / "checkpoint.pt", a, tmp_path / "eval")) == 0
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert (metrics["dataset"], metrics["data"], metrics["data_fingerprint"]) == ("a", str(a), data_fingerprint(a))
 

@@ -22,36 +22,35 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
+from conftest import (
+    REPO,
+    TINY_CONLLU,
+    TINY_TEXT,
+    evaluate_argv,
+    export_argv,
+    one_line,
+    prepare_argv,
+    tiny_corpus,
+    train_argv,
+)
 
 from inn.data.corpora import read_corpus, read_tagged
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
-from inn.experiment.train import TrainConfig, train
 from inn.models import ModelConfig, build_model
 from inn.user_modules import environment_value, from_environment
 
-REPO = Path(__file__).resolve().parents[1]
-FEATURES = TINY_FEATURES
-TEXT = TINY_TEXT
-CONLLU = (
-    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
-    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
-)
-
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, pos_dir) -> Path:
-    """A POS checkpoint of a tiny GRU (one epoch) on ``pos_dir``."""
-    run = tmp_path_factory.mktemp("run")
-    train("pos", pos_dir, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu")
-    return run / "checkpoint.pt"
+def model(gru_run) -> Path:
+    """The POS checkpoint of ``gru_run``."""
+    return gru_run / "checkpoint.pt"
 
 
 @pytest.fixture
 def gold(tmp_path) -> Path:
     path = tmp_path / "gold.conllu"
-    path.write_text(CONLLU, encoding="utf-8")
+    path.write_text(TINY_CONLLU, encoding="utf-8")
     return path
 
 
@@ -77,23 +76,23 @@ def test_tag_refuses_to_write_over_the_tagger_or_the_gold_file(tmp_path, model, 
     (tmp_path / "again.conllu").symlink_to(gold)
     assert cli(["tag", str(model), str(gold), "--accuracy", "--metrics", str(tmp_path / "again.conllu")]) == 2
     assert one_line(capsys).startswith(f"error: --metrics {tmp_path}/again.conllu is an input file")
-    assert gold.read_text(encoding="utf-8") == CONLLU
+    assert gold.read_text(encoding="utf-8") == TINY_CONLLU
 
 
 def test_score_text_refuses_to_write_over_the_gold_file(tmp_path, gold, capsys):
     system = tmp_path / "system.conllu"
-    system.write_text(CONLLU, encoding="utf-8")
+    system.write_text(TINY_CONLLU, encoding="utf-8")
     assert cli(["score-text", str(gold), str(system), "--out", str(gold)]) == 2
     assert one_line(capsys) == (
         f"error: --out {gold} is the gold file, an input of this command: inn never "
         "writes over its inputs; give another output path"
     )
-    assert gold.read_text(encoding="utf-8") == CONLLU
+    assert gold.read_text(encoding="utf-8") == TINY_CONLLU
 
 
 def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, gold, capsys):
     """export-tagger, conllu-text, concat-tables, prepare-pos and evaluate: the same line."""
-    assert cli(["export-tagger", "--checkpoint", str(model), "--out", str(model)]) == 2
+    assert cli(export_argv(model, model)) == 2
     assert "is --checkpoint, an input" in one_line(capsys)
     assert cli(["conllu-text", str(gold), "--out", str(gold)]) == 2
     assert "is the CoNLL-U file, an input" in one_line(capsys)
@@ -102,33 +101,19 @@ def test_the_other_commands_refuse_an_output_that_is_an_input(tmp_path, model, g
     assert cli(["concat-tables", str(table), "--out", str(table)]) == 2
     assert "is an input table, an input" in one_line(capsys)
     files = tiny_corpus(tmp_path / "raw")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir",
-                str(tmp_path / "raw"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, tmp_path / "raw")) == 2
     assert one_line(capsys) == (
         f"error: --out-dir would write {tmp_path}/raw/train.tsv, which is --train, an "
         "input of this command: inn never writes over its inputs; give another output path"
     )
-    assert files["train"].read_text() == TEXT * 3
+    assert files["train"].read_text() == TINY_TEXT * 3
 
 
 def test_evaluate_refuses_an_out_dir_holding_its_checkpoint(tmp_path, model, pos_dir, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.json").symlink_to(model)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(pos_dir), "--out-dir", str(run)]) == 2
+    assert cli(evaluate_argv(model, pos_dir, run)) == 2
     assert one_line(capsys).startswith(f"error: --out-dir would write {run}/metrics.json, which is --checkpoint")
 
 
@@ -195,46 +180,22 @@ def test_one_file_as_two_splits_is_refused(tmp_path, capsys):
         f"corpora.mine.train and corpora.mine.dev are the same file ({files['train']}): a "
         "score on it would not measure a held-out split; give each split its own file"
     )
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                "--train",
-                str(files["train"]),
-                "--dev",
-                str(files["dev"]),
-                "--test",
-                str(files["train"]),
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv({**files, "test": files["train"]}, tmp_path / "out")) == 2
     assert one_line(capsys).startswith("error: corpora.c.train and corpora.c.test are the same file")
     assert not (tmp_path / "out").exists()
+
+
+def _config_of(train: Path, dev: Path, test: Path) -> dict:
+    """A workflow config of one word<TAB>tag corpus, ``mine``, of these split files, and a GRU to train on it."""
+    corpus = {"enabled": True, "format": "tsv", "train": str(train), "dev": str(dev), "test": str(test)}
+    return {"corpora": {"mine": corpus}, "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}}}
 
 
 def test_the_config_check_refuses_one_file_as_two_splits(tmp_path):
     from inn.experiment.config import check_inputs
 
     files = tiny_corpus(tmp_path / "raw")
-    config = {
-        "corpora": {
-            "mine": {
-                "enabled": True,
-                "format": "tsv",
-                "train": str(files["train"]),
-                "dev": str(files["dev"]),
-                "test": str(files["dev"]),
-            }
-        },
-        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
-    }
+    config = _config_of(files["train"], files["dev"], files["dev"])
     with pytest.raises(InnError, match=r"^config: corpora\.mine\.dev and corpora\.mine\.test are the same file"):
         check_inputs(config)
 
@@ -264,24 +225,7 @@ def test_a_hidden_size_that_cannot_fit_is_one_line_before_allocation():
 def test_a_huge_setting_is_not_echoed_whole(tmp_path, pos_dir, capsys):
     value = "x" * 3_000_000
     settings = json.dumps({"training": {"lr": value}})
-    assert (
-        cli(
-            [
-                "train",
-                "--task",
-                "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--settings",
-                settings,
-            ]
-        )
-        == 2
-    )
+    assert cli(train_argv("pos", pos_dir, "gru", tmp_path / "run", "--settings", settings)) == 2
     line = one_line(capsys)
     assert len(line) < 600, line[:300]
     assert line.startswith("error: --settings: training.lr: 'xxx") and "characters left out of 3,000,002" in line
@@ -293,21 +237,7 @@ def test_an_out_dir_that_is_a_file_is_named_before_the_corpus_is_read(tmp_path, 
     files["dev"].write_text("not a corpus line\n")  # read first, it would be the error named
     afile = tmp_path / "afile"
     afile.write_text("mine\n")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "c",
-                "--format",
-                "tsv",
-                *[f"--{s}={p}" for s, p in files.items()],
-                "--out-dir",
-                str(afile),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, afile)) == 2
     assert one_line(capsys) == (
         f"error: --out-dir {afile} is a file, not a folder: name a folder (it is created if missing)"
     )
@@ -318,21 +248,16 @@ def test_settings_and_a_settings_file_together_are_refused(tmp_path, pos_dir, ca
     (tmp_path / "s.json").write_text(json.dumps({"training": {"max_epochs": 1}}))
     assert (
         cli(
-            [
-                "train",
-                "--task",
+            train_argv(
                 "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
+                pos_dir,
                 "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
+                tmp_path / "run",
                 "--settings",
                 '{"training": {"max_epochs": 2}}',
                 "--settings-file",
                 str(tmp_path / "s.json"),
-            ]
+            )
         )
         == 2
     )
@@ -387,18 +312,7 @@ def test_the_config_check_names_a_fifo_without_reading_it(tmp_path):
 
     files = tiny_corpus(tmp_path / "raw")
     os.mkfifo(tmp_path / "dev.fifo")
-    config = {
-        "corpora": {
-            "mine": {
-                "enabled": True,
-                "format": "tsv",
-                "train": str(files["train"]),
-                "dev": str(tmp_path / "dev.fifo"),
-                "test": str(files["test"]),
-            }
-        },
-        "models": {"pos": {"run": ["gru"]}, "walks": {"run": []}},
-    }
+    config = _config_of(files["train"], tmp_path / "dev.fifo", files["test"])
     with pytest.raises(
         InnError,
         match=r"^config: corpora\.mine\.dev: .*dev\.fifo: .*dev\.fifo is a named pipe \(FIFO\), "

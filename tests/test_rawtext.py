@@ -15,14 +15,13 @@ import re
 import time
 
 import pytest
+from conftest import conllu_source, export_argv, first_sentences, tiny_bilstm_tagger
 
 from inn.conll18 import score_texts
 from inn.data.documents import conllu_to_text, raw_to_conllu, read_conllu_text, write_text
 from inn.data.tokenize import PTB_ESCAPES, Tokenizer, ptb_escapes, tokenizer_for
 from inn.errors import InnError
 from inn.experiment.cli import main
-from inn.experiment.prepare import prepare_pos
-from inn.experiment.train import TrainConfig, train
 from inn.tagger import Tagger
 
 VOCABULARY = ["e-mail", "mr.", "w/", "the", "cat"]
@@ -381,41 +380,11 @@ def tagger_file(tmp_path_factory, ewt_dir):
     """A tiny BiLSTM of 300 EWT sentences, exported with its prepared data."""
     root = tmp_path_factory.mktemp("rawtext")
     train_file = root / "train.conllu"
-    blocks = (ewt_dir / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").split("\n\n")
-    train_file.write_text("\n\n".join(blocks[:300]) + "\n\n", encoding="utf-8")
-    source = {
-        "tags": "xpos",
-        "train": str(train_file),
-        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
-    }
-    prepare_pos(
-        "conllu", source, root / "data", "ewt", language="en", max_words=2000, max_affixes=200, word_dim=8, affix_dim=2
-    )
-    train(
-        "pos",
-        root / "data",
-        "bilstm",
-        root / "bilstm",
-        TrainConfig(max_train=300, max_dev=50, max_epochs=1),
-        {"hidden_size": 8},
-        device="cpu",
-        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
-    )
-    assert (
-        main(
-            [
-                "export-tagger",
-                "--checkpoint",
-                str(root / "bilstm" / "checkpoint.pt"),
-                "--data",
-                str(root / "data"),
-                "--out",
-                str(root / "tagger.pt"),
-            ]
-        )
-        == 0
-    )
+    train_file.write_text(first_sentences(ewt_dir / "en_ewt-ud-train.conllu", 300), encoding="utf-8")
+    source = conllu_source(train_file, ewt_dir / "en_ewt-ud-dev.conllu", ewt_dir / "en_ewt-ud-test.conllu")
+    features = {"max_words": 2000, "max_affixes": 200, "word_dim": 8, "affix_dim": 2}
+    checkpoint = tiny_bilstm_tagger(root, source, features, 8, max_train=300, max_dev=50)
+    assert main(export_argv(checkpoint, root / "tagger.pt", "--data", root / "data")) == 0
     return root / "tagger.pt"
 
 
@@ -435,30 +404,14 @@ def test_tagger_file_records_language_format_and_dev_unseen_share(tagger_file):
 
 
 def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, capsys, caplog):
-    gold_text = "\n\n".join((ewt_dir / "en_ewt-ud-test.conllu").read_text(encoding="utf-8").split("\n\n")[:40]) + "\n\n"
+    gold_text = first_sentences(ewt_dir / "en_ewt-ud-test.conllu", 40)
     gold = tmp_path / "gold.conllu"
     gold.write_text(gold_text, encoding="utf-8")
     raw = tmp_path / "raw.txt"
     assert main(["conllu-text", str(gold), "--out", str(raw)]) == 0
     out, metrics = tmp_path / "tagged.conllu", tmp_path / "m.json"
-    assert (
-        main(
-            [
-                "tag",
-                str(tagger_file),
-                "--input",
-                "text",
-                str(raw),
-                "--gold",
-                str(gold),
-                "--out",
-                str(out),
-                "--metrics",
-                str(metrics),
-            ]
-        )
-        == 0
-    )
+    tag_raw = ["tag", str(tagger_file), "--input", "text", str(raw)]
+    assert main([*tag_raw, "--gold", str(gold), "--out", str(out), "--metrics", str(metrics)]) == 0
     scores = json.loads(metrics.read_text())
     assert scores["conll18"]["Words"]["f1"] > 95 and scores["tokens_per_second"] > 0
     caplog.set_level(logging.WARNING)
@@ -484,22 +437,7 @@ def test_tag_text_scored_against_its_gold_file(tmp_path, tagger_file, ewt_dir, c
     no_xpos = tmp_path / "no_xpos.conllu"
     no_xpos.write_text(re.sub(r"^(\d+\t(?:[^\t]*\t){3})[^\t]*", r"\1_", gold_text, flags=re.M), encoding="utf-8")
     caplog.clear()
-    assert (
-        main(
-            [
-                "tag",
-                str(tagger_file),
-                "--input",
-                "text",
-                str(raw),
-                "--gold",
-                str(no_xpos),
-                "--out",
-                str(tmp_path / "again.conllu"),
-            ]
-        )
-        == 0
-    )
+    assert main([*tag_raw, "--gold", str(no_xpos), "--out", str(tmp_path / "again.conllu")]) == 0
     assert "XPOS F1 below measures nothing: the gold file gives no XPOS (every word's is _)" in caplog.text
     assert again["XPOS"]["f1"] == pytest.approx(scores["conll18"]["XPOS"]["f1"])
     assert main(["score-text", str(gold), str(gold)]) == 0
@@ -518,7 +456,7 @@ def test_refusals_and_warnings(tmp_path, tagger_file, ewt_dir, capsys, caplog):
     assert "--gold GOLD.conllu" in capsys.readouterr().err
     caplog.set_level(logging.WARNING)
     conllu = tmp_path / "in.txt"
-    conllu.write_text("\n\n".join((ewt_dir / "en_ewt-ud-test.conllu").read_text().split("\n\n")[:3]) + "\n\n")
+    conllu.write_text(first_sentences(ewt_dir / "en_ewt-ud-test.conllu", 3))
     assert main(["tag", str(tagger_file), "--input", "horizontal", str(conllu), "--out", str(tmp_path / "o")]) == 0
     assert "is a CoNLL-U token line" in caplog.text and "give --input conllu" in caplog.text
     caplog.clear()

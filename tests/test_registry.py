@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import tiny_pos_config
 from test_workflow import REPO, SNAKEMAKE
 
 from inn.errors import InnError
-from inn.experiment.collect import main as collect_main
 from inn.experiment.config import load_schema, validate_config
-from inn.models import MODELS, ROLES, ModelConfig, ModelSpec, build_model, model_with_role, register
+from inn.models import MODELS, ROLES, ModelSpec, build_model, model_with_role, register
 from inn.tables import read_tsv, write_tsv
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -81,68 +81,23 @@ def test_a_model_registered_alone_runs_through_the_workflow(tmp_path, tiny_confi
 def test_a_registered_model_builds_and_tags():
     spec = register(ModelSpec("bigru_test", "BiGRU (test)", "gru", bidirectional=True, sizes={"pos": ()}))
     try:
-        cfg = ModelConfig(
-            task="pos",
-            kind=spec.name,
-            hidden_size=5,
-            num_classes=3,
-            word_vocab=10,
-            affix_vocab=(4,) * 6,
-            word_dim=4,
-            affix_dim=2,
-        )
+        cfg = tiny_pos_config(spec.name, 5)
         model = build_model(cfg)
         assert model.rnn.output_size == 10 and not cfg.implicit
     finally:
         del MODELS[spec.name]
 
 
-@pytest.fixture
-def registry():
-    """Undo what a test registers."""
-    models = dict(MODELS)
-    yield
-    MODELS.clear(), MODELS.update(models)
-
-
 def _collect(root: Path, *runs: tuple) -> Path:
     """Tables of fake runs (test_report.fake_run: task, dataset, model, seed, test score, dev
     scores, metrics), with a floor for the walks at b = 0.5 and 1."""
-    from test_report import PER_UNIT, UNITS, fake_predictions, fake_run
+    from test_report import collect_fake_runs, fake_floor, fake_run
 
     files = [fake_run(root, *run[:6], **(run[6] if len(run) > 6 else {})) for run in runs]
-    floors = []
-    for dataset, error in (("b0.5", 0.1), ("b1", 0.05)):
-        folder = root / "data" / "walks" / dataset
-        folder.mkdir(parents=True)
-        write_tsv(
-            folder / "floor.tsv",
-            pd.DataFrame(
-                [{"b": float(dataset[1:]), "bayes_error": error, "sequences": UNITS, "steps": UNITS * PER_UNIT}]
-            ),
-        )
-        write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
-        floors.append(folder)
-    out = root / "tables"
-    collect_main(
-        [
-            "--metrics",
-            *[str(m) for m, _ in files],
-            "--histories",
-            *[str(h) for _, h in files],
-            "--predictions",
-            *[str(m.parent / "predictions.tsv") for m, _ in files],
-            "--floors",
-            *[str(f / "floor.tsv") for f in floors],
-            "--floor-predictions",
-            *[str(f / "floor_predictions.tsv") for f in floors],
-            "--corpora",
-            "ewt",
-            "--out-dir",
-            str(out),
-        ]
-    )
-    return out
+    floors = [
+        fake_floor(root, dataset, error, b=float(dataset[1:])) for dataset, error in (("b0.5", 0.1), ("b1", 0.05))
+    ]
+    return collect_fake_runs(root / "tables", files, floors)
 
 
 #: walks at two b and tagging: the INN, a model of one's own, the b-LSTM sweep and the BiGRU

@@ -10,6 +10,7 @@ import lxml.html
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO, collect_tables
 
 from inn.errors import InnError
 from inn.experiment import paper
@@ -27,7 +28,6 @@ from inn.experiment.report import (
 from inn.experiment.timing import fit_power_law, fit_table
 from inn.tables import read_tsv, write_tsv
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -72,6 +72,33 @@ def fake_run(root: Path, task: str, dataset: str, model: str, seed: int, test: f
     )
     write_tsv(evaluation / "predictions.tsv", fake_predictions(task, test))
     return evaluation / "metrics.json", train / "history.tsv"
+
+
+def fake_floor(root: Path, dataset: str, error: float, **row) -> Path:
+    """The folder of a walks data set with its floor (the Bayes error ``error``, the floor.tsv
+    row's other columns ``row``) and the floor's predictions."""
+    folder = root / "data" / "walks" / dataset
+    folder.mkdir(parents=True)
+    write_tsv(
+        folder / "floor.tsv",
+        pd.DataFrame([{**row, "sequences": UNITS, "steps": UNITS * PER_UNIT, "bayes_error": error}]),
+    )
+    write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
+    return folder
+
+
+def collect_fake_runs(out: Path, files: list[tuple[Path, Path]], floors: list[Path]) -> Path:
+    """``inn collect`` of fake runs (``fake_run``'s files) and floors (``fake_floor``'s folders)
+    into ``out``."""
+    return collect_tables(
+        out,
+        metrics=[m for m, _ in files],
+        histories=[h for _, h in files],
+        predictions=[m.parent / "predictions.tsv" for m, _ in files],
+        floors=[f / "floor.tsv" for f in floors],
+        floor_predictions=[f / "floor_predictions.tsv" for f in floors],
+        corpora=["ewt"],
+    )
 
 
 WALK_TRAINING = {"max_epochs": 6, "patience": 3}
@@ -127,46 +154,11 @@ def runs(tmp_path):
         fake_run(tmp_path, "pos", "ewt", "inn", 1, 93.5, [91.0, 92.5], unseen_accuracy=81.0),
         fake_run(tmp_path, "pos", "ewt", "perceptron", 1, 92.0, [92.0], unseen_accuracy=70.0),
     ]
-    floors = []
-    for dataset, b, error in (("b0.5", 0.5, 0.1), ("b2", 2.0, 0.01)):
-        folder = tmp_path / "data" / "walks" / dataset
-        folder.mkdir(parents=True)
-        write_tsv(
-            folder / "floor.tsv",
-            pd.DataFrame(
-                [
-                    {
-                        "b": b,
-                        "direction": "gaussian",
-                        "dim": 10,
-                        "sequences": UNITS,
-                        "steps": UNITS * PER_UNIT,
-                        "bayes_error": error,
-                    }
-                ]
-            ),
-        )
-        write_tsv(folder / "floor_predictions.tsv", fake_predictions("walks", error))
-        floors.append(folder)
-    out = tmp_path / "tables"
-    collect_main(
-        [
-            "--metrics",
-            *[str(m) for m, _ in files],
-            "--histories",
-            *[str(h) for _, h in files],
-            "--predictions",
-            *[str(m.parent / "predictions.tsv") for m, _ in files],
-            "--floors",
-            *[str(f / "floor.tsv") for f in floors],
-            "--floor-predictions",
-            *[str(f / "floor_predictions.tsv") for f in floors],
-            "--corpora",
-            "ewt",
-            "--out-dir",
-            str(out),
-        ]
-    )
+    floors = [
+        fake_floor(tmp_path, dataset, error, b=b, direction="gaussian", dim=10)
+        for dataset, b, error in (("b0.5", 0.5, 0.1), ("b2", 2.0, 0.01))
+    ]
+    collect_fake_runs(tmp_path / "tables", files, floors)
     return tmp_path, [h for _, h in files]
 
 

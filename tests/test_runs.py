@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import tiny_walks, train_argv
 
-from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment import provenance, runs
 from inn.experiment.runs import list_runs, resumed_commit_note, save_states, source_commit
@@ -29,10 +29,7 @@ INN_FAST = {
 
 @pytest.fixture(scope="module")
 def walks(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("walks") / "b0.5"
-    for split, n, seed in (("train", 30, 1), ("dev", 10, 2), ("test", 10, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=8))
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b0.5", (30, 10, 10), max_len=8)
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -186,23 +183,7 @@ def test_every_stretch_logs_into_the_run_and_is_kept_once(tmp_path, walks, caplo
             "model": INN_FAST,
         }
     )
-    command = [
-        "train",
-        "--task",
-        "walks",
-        "--data",
-        str(walks),
-        "--model",
-        "inn",
-        "--out-dir",
-        str(run),
-        "--device",
-        "cpu",
-        "--settings",
-        settings,
-        "--stop-after",
-        "1",
-    ]
+    command = train_argv("walks", walks, "inn", run, "--device", "cpu", "--settings", settings, "--stop-after", "1")
     with caplog.at_level(logging.INFO):  # as the command line has it (pytest's root logger takes warnings)
         assert main(command) == 0
         clock.sleep(1.1)  # stretches are named by the second they began

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import conllu_source, export_argv, first_sentences, tiny_bilstm_tagger
 
 from inn.data.documents import raw_to_conllu, write_text
 from inn.errors import InnError
 from inn.experiment.cli import main
-from inn.experiment.prepare import prepare_pos
-from inn.experiment.train import TrainConfig, train
 from inn.segmenter import CharTagger, MultiwordSplitter, Segmenter, TrainSettings, segmenter_data, train_segmenter
 from inn.segmenter.model import CONTEXT, INSIDE, SENTENCE_END, TOKEN_END, WINDOW
 from inn.tagger import Tagger
@@ -40,10 +39,6 @@ FRENCH = """# newdoc id = a
 9\t.\t.\tPUNCT\t_\t_\t2\tpunct\t_\t_
 
 """
-
-
-def _blocks(path, n: int) -> str:
-    return "\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:n]) + "\n\n"
 
 
 def _whitespace_segmenter(multiword: MultiwordSplitter, language: str = "fr") -> Segmenter:
@@ -134,7 +129,7 @@ def tiny(tmp_path_factory, ewt_dir):
     """A segmenter of 60 EWT sentences (two epochs, a GRU of 8 units) and its file."""
     root = tmp_path_factory.mktemp("segmenter")
     train_file = root / "train.conllu"
-    train_file.write_text(_blocks(ewt_dir / "en_ewt-ud-train.conllu", 60), encoding="utf-8")
+    train_file.write_text(first_sentences(ewt_dir / "en_ewt-ud-train.conllu", 60), encoding="utf-8")
     assert (
         main(
             [
@@ -174,41 +169,11 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
     root = tmp_path_factory.mktemp("tagger")
     for split in ("dev", "test"):  # copies: one file as two splits is refused
         (root / f"{split}.conllu").write_bytes((tiny / "train.conllu").read_bytes())
-    source = {
-        "tags": "xpos",
-        "train": str(tiny / "train.conllu"),
-        "dev": str(root / "dev.conllu"),
-        "test": str(root / "test.conllu"),
-    }
-    prepare_pos(
-        "conllu", source, root / "data", "ewt", language="en", max_words=500, max_affixes=50, word_dim=4, affix_dim=2
-    )
-    train(
-        "pos",
-        root / "data",
-        "bilstm",
-        root / "bilstm",
-        TrainConfig(max_train=60, max_dev=10, max_epochs=1),
-        {"hidden_size": 4},
-        device="cpu",
-        meta={"dataset": "ewt", "seed": 1, "scale": "test"},
-    )
-    checkpoint = str(root / "bilstm" / "checkpoint.pt")
-    assert main(["export-tagger", "--checkpoint", checkpoint, "--out", str(root / "plain.pt")]) == 0
-    assert (
-        main(
-            [
-                "export-tagger",
-                "--checkpoint",
-                checkpoint,
-                "--segmenter",
-                str(tiny / "seg.pt"),
-                "--out",
-                str(root / "tagger.pt"),
-            ]
-        )
-        == 0
-    )
+    source = conllu_source(tiny / "train.conllu", root / "dev.conllu", root / "test.conllu")
+    features = {"max_words": 500, "max_affixes": 50, "word_dim": 4, "affix_dim": 2}
+    checkpoint = str(tiny_bilstm_tagger(root, source, features, 4, max_train=60, max_dev=10))
+    assert main(export_argv(checkpoint, root / "plain.pt")) == 0
+    assert main(export_argv(checkpoint, root / "tagger.pt", "--segmenter", tiny / "seg.pt")) == 0
     tagger = Tagger.load(root / "tagger.pt", device="cpu")
     state = Segmenter.from_dict(torch.load(tiny / "seg.pt", weights_only=True)["segmenter"])
     text = "I don't know. She left at 5 pm!\n\nThanks"
@@ -239,16 +204,10 @@ def test_a_tagger_file_with_a_segmenter_reads_running_text(tmp_path_factory, tin
         == 0
     )
     assert "# text = " in (root / "out.conllu").read_text(encoding="utf-8")
-    assert (
-        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", checkpoint, "--out", str(root / "bad.pt")])
-        != 0
-    )
+    assert main(export_argv(checkpoint, root / "bad.pt", "--segmenter", checkpoint)) != 0
     assert "is not a segmenter file" in capsys.readouterr().err
     french = tmp_path_factory.mktemp("fr") / "fr.pt"
     torch.save({"format": 1, "segmenter": {**state.to_dict(), "meta": {"language": "fr"}}}, french)
-    assert (
-        main(["export-tagger", "--checkpoint", checkpoint, "--segmenter", str(french), "--out", str(root / "bad.pt")])
-        != 0
-    )
+    assert main(export_argv(checkpoint, root / "bad.pt", "--segmenter", french)) != 0
     assert "segments fr text but the tagger reads en" in capsys.readouterr().err
     assert not (root / "bad.pt").exists()

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import train_argv
 
 import inn.solvers as S
 from inn.errors import InnError
@@ -195,24 +196,7 @@ def test_inn_train_stops_on_a_bad_solver_option_in_one_line(tmp_path, capsys):
     from inn.experiment.cli import main
 
     settings = '{"model": {"solver": "anderson", "solver_options": {"memory": -3}}}'
-    assert (
-        main(
-            [
-                "train",
-                "--task",
-                "walks",
-                "--data",
-                str(tmp_path / "none"),
-                "--model",
-                "inn",
-                "--out-dir",
-                str(tmp_path / "out"),
-                "--settings",
-                settings,
-            ]
-        )
-        != 0
-    )
+    assert main(train_argv("walks", tmp_path / "none", "inn", tmp_path / "out", "--settings", settings)) != 0
     assert capsys.readouterr().err.strip() == (
         "error: --settings: model.solver_options.memory: -3 is less than the minimum of 1"
     )

@@ -13,14 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO
+from conftest import REPO, one_line, tiny_walks, train_argv
 
 import inn.experiment.train.loop as train_module
 from inn.data.features import FeatureExtractor
-from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
-from inn.experiment.prepare import prepare_pos
 from inn.experiment.train import PERPLEXITY_CLAMP, TrainConfig, _perplexity_rose, train
 
 MODEL = "bilstm-h4"
@@ -28,38 +26,7 @@ MODEL = "bilstm-h4"
 
 @pytest.fixture(scope="module")
 def walk_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("walks") / "b1"
-    for split, n, seed in (("train", 30, 1), ("dev", 10, 2), ("test", 10, 3)):
-        save_walks(
-            out / f"{split}.pt",
-            generate_walks(n, b=1.0, dim=3, seed=seed, max_len=8),
-            b=1.0,
-            dim=3,
-            seed=seed,
-            direction="gaussian",
-            max_len=8,
-        )
-    return out
-
-
-@pytest.fixture(scope="module")
-def pos_dir(tmp_path_factory) -> Path:
-    """A prepared POS folder from a word<TAB>tag corpus of a few sentences."""
-    raw = tmp_path_factory.mktemp("raw")
-    text = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
-    files = {}
-    for split in ("train", "dev", "test"):
-        files[split] = raw / f"{split}.tsv"
-        files[split].write_text(text * 3)
-    out = tmp_path_factory.mktemp("pos") / "mine"
-    prepare_pos("tsv", files, out, "mine", max_words=50, max_affixes=20, word_dim=4, affix_dim=2)
-    return out
-
-
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.rstrip("\n")
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b1", (30, 10, 10), max_len=8, settings=True)
 
 
 # --------------------------------------------------------------------------- settings: one check, the schema's
@@ -77,24 +44,9 @@ def test_misspelt_settings_section_is_refused_before_any_work(tmp_path, walk_dir
     """The trial: `"trainig"` was ignored and the run trained 30 epochs on the whole corpus."""
     out = tmp_path / "run"
     assert (
-        cli(
-            [
-                "train",
-                "--task",
-                "walks",
-                "--data",
-                str(walk_dir),
-                "--model",
-                MODEL,
-                "--out-dir",
-                str(out),
-                "--settings",
-                '{"trainig": {"max_epochs": 1}, "model": {}}',
-            ]
-        )
-        == 2
+        cli(train_argv("walks", walk_dir, MODEL, out, "--settings", '{"trainig": {"max_epochs": 1}, "model": {}}')) == 2
     )
-    assert _one_line(capsys) == "error: --settings: trainig: unknown key (allowed: meta, model, training)"
+    assert one_line(capsys) == "error: --settings: trainig: unknown key (allowed: meta, model, training)"
     assert not out.exists()
 
 
@@ -102,23 +54,13 @@ def test_infinite_settings_are_refused(tmp_path, walk_dir, capsys):
     """JSON's Infinity passes every minimum of a schema; a tolerance of infinity would converge at once."""
     assert (
         cli(
-            [
-                "train",
-                "--task",
-                "walks",
-                "--data",
-                str(walk_dir),
-                "--model",
-                MODEL,
-                "--out-dir",
-                str(tmp_path),
-                "--settings",
-                '{"model": {"solver_options": {"tol": Infinity}}}',
-            ]
+            train_argv(
+                "walks", walk_dir, MODEL, tmp_path, "--settings", '{"model": {"solver_options": {"tol": Infinity}}}'
+            )
         )
         == 2
     )
-    assert _one_line(capsys) == "error: --settings: model.solver_options.tol: inf is not a finite number"
+    assert one_line(capsys) == "error: --settings: model.solver_options.tol: inf is not a finite number"
     with pytest.raises(InnError, match=r"^training\.lr: nan is not a finite number$"):
         TrainConfig(lr=float("nan"))
 
@@ -127,21 +69,9 @@ def test_settings_file_is_checked_and_its_meta_kept(tmp_path, walk_dir):
     (tmp_path / "s.json").write_text('{"training": {"max_epochs": 1}, "meta": {"scale": "test"}}')
     assert (
         cli(
-            [
-                "train",
-                "--task",
-                "walks",
-                "--data",
-                str(walk_dir),
-                "--model",
-                MODEL,
-                "--out-dir",
-                str(tmp_path / "r"),
-                "--settings-file",
-                str(tmp_path / "s.json"),
-                "--device",
-                "cpu",
-            ]
+            train_argv(
+                "walks", walk_dir, MODEL, tmp_path / "r", "--settings-file", str(tmp_path / "s.json"), "--device", "cpu"
+            )
         )
         == 0
     )
@@ -251,25 +181,8 @@ def test_damaged_features_json_is_one_line(tmp_path, pos_dir, capsys, content, p
     fix = r": delete it and prepare the corpus again \(the data stage rewrites it\)$"
     with pytest.raises(InnError, match=rf"^damaged feature vocabularies {data}/features\.json \({problem}\){fix}"):
         FeatureExtractor.load(data / "features.json")
-    assert (
-        cli(
-            [
-                "train",
-                "--task",
-                "pos",
-                "--data",
-                str(data),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--settings",
-                '{"model": {"hidden_size": 3}}',
-            ]
-        )
-        == 2
-    )
-    assert _one_line(capsys).startswith(f"error: damaged feature vocabularies {data}/features.json (")
+    assert cli(train_argv("pos", data, "gru", tmp_path / "run", "--settings", '{"model": {"hidden_size": 3}}')) == 2
+    assert one_line(capsys).startswith(f"error: damaged feature vocabularies {data}/features.json (")
 
 
 def test_last_pt_that_is_a_folder_is_found_before_any_work(tmp_path, walk_dir, monkeypatch):
@@ -343,7 +256,7 @@ def test_benchmark_text_file_as_checkpoint(tmp_path, capsys):
         )
         == 2
     )
-    assert _one_line(capsys) == (
+    assert one_line(capsys) == (
         f"error: cannot read checkpoint {tmp_path}/notes.txt (not a torch file): give a "
         "checkpoint.pt of a trained implicit model, or a state_dict of an implicit layer"
     )
@@ -364,7 +277,7 @@ def test_walk_floor_on_what_is_not_a_walk_file(tmp_path, walk_dir, capsys, kind)
     assert (
         cli(["walk-floor", str(path), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
     )
-    line = _one_line(capsys)
+    line = one_line(capsys)
     expected = {
         "folder": f"error: {path} is a folder, not a walk file: give one of its files",
         "checkpoint": f"error: {path} is not a walk file (no x, y and lengths; a model checkpoint?)",

@@ -14,6 +14,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from conftest import conllu_source, evaluate_argv, export_argv, first_sentences
 
 from inn.checkpoints import read_checkpoint
 from inn.experiment.cli import main
@@ -73,24 +74,14 @@ FRENCH_LIKE = """\
 COMMENTS_ALONE = "# newdoc id = made-up-2\n# global.columns = ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC\n\n"
 
 
-def _blocks(path, count):
-    """The first ``count`` sentences of a CoNLL-U file, as text."""
-    return "\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:count]) + "\n\n"
-
-
 @pytest.fixture(scope="module")
 def ewt_small(tmp_path_factory, ewt_dir):
     """EWT with a 400-sentence train split and its real dev and test files."""
     root = tmp_path_factory.mktemp("tagger")
     train_file = root / "train.conllu"
-    train_file.write_text(_blocks(ewt_dir / "en_ewt-ud-train.conllu", 400), encoding="utf-8")
+    train_file.write_text(first_sentences(ewt_dir / "en_ewt-ud-train.conllu", 400), encoding="utf-8")
     out = root / "data" / "ewt"
-    source = {
-        "tags": "xpos",
-        "train": str(train_file),
-        "dev": str(ewt_dir / "en_ewt-ud-dev.conllu"),
-        "test": str(ewt_dir / "en_ewt-ud-test.conllu"),
-    }
+    source = conllu_source(train_file, ewt_dir / "en_ewt-ud-dev.conllu", ewt_dir / "en_ewt-ud-test.conllu")
     prepare_pos("conllu", source, out, "ewt", **TINY_FEATURES)
     return out
 
@@ -121,20 +112,7 @@ def models(tmp_path_factory, ewt_small):
         == 0
     )
     for name in ("inn", "bilstm", "perceptron"):
-        assert (
-            main(
-                [
-                    "evaluate",
-                    "--checkpoint",
-                    str(root / name / "checkpoint.pt"),
-                    "--data",
-                    str(ewt_small),
-                    "--out-dir",
-                    str(root / name / "eval"),
-                ]
-            )
-            == 0
-        )
+        assert main(evaluate_argv(root / name / "checkpoint.pt", ewt_small, root / name / "eval")) == 0
     return root
 
 
@@ -317,18 +295,7 @@ def test_exported_tagger_file_is_self_contained_and_safe(tmp_path, models, ewt_s
     alone.mkdir()
     run = models / "inn"
     assert (
-        main(
-            [
-                "export-tagger",
-                "--checkpoint",
-                str(run / "checkpoint.pt"),
-                "--metrics",
-                str(run / "eval" / "metrics.json"),
-                "--out",
-                str(alone / "tagger.pt"),
-            ]
-        )
-        == 0
+        main(export_argv(run / "checkpoint.pt", alone / "tagger.pt", "--metrics", run / "eval" / "metrics.json")) == 0
     )
     payload = torch.load(alone / "tagger.pt", weights_only=True)  # plain data: loading cannot run code
     evaluated = json.loads((run / "eval" / "metrics.json").read_text())
@@ -368,10 +335,7 @@ def test_a_checkpoint_from_before_tagger_files_converts_with_its_features(
         f"convert it with `inn export-tagger --checkpoint {old} --data results/data/pos/<corpus> "
         "--out tagger.pt`\n"
     )
-    assert (
-        main(["export-tagger", "--checkpoint", str(old), "--data", str(ewt_small), "--out", str(tmp_path / "new.pt")])
-        == 0
-    )
+    assert main(export_argv(old, tmp_path / "new.pt", "--data", ewt_small)) == 0
     sentences = [["The", "cat", "sleeps", "."]]
     assert Tagger.load(tmp_path / "new.pt", "cpu").tag(sentences) == Tagger.load(
         models / "bilstm" / "checkpoint.pt", "cpu"
@@ -471,20 +435,7 @@ def test_export_takes_only_this_models_test_scores(tmp_path, models, capsys):
         ({"split": "dev"}, "scores the dev split, or part of it"),
     ):
         (tmp_path / "m.json").write_text(json.dumps({**evaluated, **wrong}))
-        assert (
-            main(
-                [
-                    "export-tagger",
-                    "--checkpoint",
-                    str(run / "checkpoint.pt"),
-                    "--metrics",
-                    str(tmp_path / "m.json"),
-                    "--out",
-                    str(tmp_path / "t.pt"),
-                ]
-            )
-            == 2
-        )
+        assert main(export_argv(run / "checkpoint.pt", tmp_path / "t.pt", "--metrics", tmp_path / "m.json")) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "t.pt").exists()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import tiny_pos_config
 
 import inn.models
 import inn.registry
@@ -73,18 +74,7 @@ def test_the_feature_size_is_the_extractors_and_the_encoders():
         {"word_dim": 4, "affix_dim": 2}
     )
     assert task_spec("walks").feature_size is None  # a walk model's hidden size is always configured
-    model = build_model(
-        ModelConfig(
-            task="pos",
-            kind="gru",
-            hidden_size=3,
-            num_classes=5,
-            word_vocab=10,
-            affix_vocab=(4,) * 6,
-            word_dim=4,
-            affix_dim=2,
-        )
-    )
+    model = build_model(tiny_pos_config("gru", 3, num_classes=5))
     assert model.rnn_input_size == 4 + 6 * 2 + 8 and model.output.out_features == 5
 
 

@@ -8,10 +8,10 @@ import json
 import pandas as pd
 import pytest
 import torch
+from conftest import benchmark_rows, evaluate_argv, tiny_walks, train_argv
 
 from inn.checkpoints import load_checkpoint, sealed
 from inn.data.corpora import EWT_FILES
-from inn.data.walk import generate_walks, save_walks
 from inn.errors import InnError
 from inn.experiment.evaluate import evaluate_checkpoint, score_pos, score_walks
 from inn.experiment.prepare import prepare_pos
@@ -36,10 +36,7 @@ def pos_dir(tmp_path_factory, ewt_dir):
 
 @pytest.fixture(scope="session")
 def walk_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("walks") / "b0.5"
-    for split, n, seed in (("train", 60, 1), ("dev", 20, 2), ("test", 20, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=12))
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b0.5")
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -167,28 +164,8 @@ def test_benchmark_feeds_the_trained_layer_real_tokens(tmp_path, pos_dir, model,
         meta={"dataset": "ewt", "seed": 1},
     )
     out = tmp_path / "bench.tsv"
-    args = [
-        "--checkpoint",
-        str(tmp_path / "checkpoint.pt"),
-        "--hidden",
-        "6",
-        "--lengths",
-        "3",
-        "6",
-        "--batch-size",
-        "2",
-        "--repeats",
-        "1",
-        "--harder",
-        "--methods",
-        "anderson",
-        "--baselines",
-        cell,
-        "--peers",
-        "--out",
-        str(out),
-    ]
-    benchmark(args + ["--data", str(pos_dir)])
+    sizes = "--hidden 6 --lengths 3 6 --batch-size 2 --repeats 1 --harder --methods anderson --peers"
+    benchmark_rows(out, sizes, f"--baselines {cell} --checkpoint", tmp_path / "checkpoint.pt", "--data", pos_dir)
     rows = pd.read_csv(out, sep="\t")
     trained = rows[(rows.weights == "checkpoint") & (rows.method == "anderson")]
     assert list(trained.n) == [3, 6] and (trained.failed == 0).all() and (trained.newton_mean > 0).all()
@@ -288,23 +265,40 @@ def test_warm_starts_keep_each_sequence_state():
         WarmStarts([3, 2, 2], width=2, device=torch.device("cpu")).load_state_dict(warm.state_dict())
 
 
+#: an implicit GRU of 6 units, its solves by Anderson to 1e-5
+ANDERSON_INN = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
+
+
+def _cold_and_warm(tmp_path, walk_dir, cfg: TrainConfig, switch: str, kept: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Histories of a walks INN trained with ``cfg``'s warm start ``switch`` off (cold) and on
+    (warm). Checks what both kinds of warm start share: epoch 1, with nothing to start from, is
+    the cold run's; what they start from (``kept``) travels in last.pt, so a run resumed after
+    one epoch starts its solves where the straight one did and ends as it did."""
+    cold = train(
+        "walks",
+        walk_dir,
+        "inn",
+        tmp_path / "cold",
+        dataclasses.replace(cfg, **{switch: False}),
+        ANDERSON_INN,
+        device="cpu",
+    )
+    warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, ANDERSON_INN, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
+    train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, ANDERSON_INN, device="cpu", stop_after=1)
+    assert kept in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
+    resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, ANDERSON_INN, device="cpu")
+    pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
+    return cold, warm
+
+
 def test_warm_starts_cut_forward_iterations_and_resume_exactly(tmp_path, walk_dir):
     cfg = _cfg(max_epochs=3, max_train=None, max_dev=None)
-    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
-    cold = train(
-        "walks", walk_dir, "inn", tmp_path / "cold", dataclasses.replace(cfg, warm_start=False), options, device="cpu"
-    )
-    warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
-    # epoch 1 has nothing to start from; later epochs start from the previous epoch's states
-    pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
+    cold, warm = _cold_and_warm(tmp_path, walk_dir, cfg, "warm_start", "warm_starts")
+    # later epochs start from the previous epoch's states
     assert (warm.newton_iters.iloc[1:] < cold.newton_iters.iloc[1:]).all()
     assert (warm.nonconverged == 0).all()
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same equations, to tol
-    # the states travel in last.pt: a resumed run starts its solves where the straight one did
-    train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_starts" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
-    resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
-    pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
 
 def test_checkpoint_from_another_configuration(tmp_path, pos_dir):
@@ -471,22 +465,7 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
     assert len(history) == 1 and history.dev_accuracy.iloc[0] > 70
     # where it trained, as a neural run's history records it (the report's header counts it)
     assert (history.device.iloc[0], history.threads.iloc[0]) == ("cpu", 1)
-    assert (
-        main(
-            [
-                "evaluate",
-                "--checkpoint",
-                str(out / "checkpoint.pt"),
-                "--data",
-                str(pos_dir),
-                "--out-dir",
-                str(out),
-                "--max-sequences",
-                "100",
-            ]
-        )
-        == 0
-    )
+    assert main(evaluate_argv(out / "checkpoint.pt", pos_dir, out, "--max-sequences", "100")) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "perceptron" and metrics["task"] == "pos"
     assert (metrics["device"], metrics["threads"]) == ("cpu", 1)
@@ -497,33 +476,11 @@ def test_perceptron_peer_on_a_small_slice(tmp_path, pos_dir):
 def test_cli_reports_bad_settings_in_one_line(tmp_path, pos_dir, capsys):
     from inn.experiment.cli import main
 
-    assert (
-        main(
-            [
-                "train",
-                "--task",
-                "pos",
-                "--data",
-                str(pos_dir),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path),
-                "--settings",
-                '{"training": {"learning_rate": 1}}',
-            ]
-        )
-        == 2
-    )
+    assert main(train_argv("pos", pos_dir, "gru", tmp_path, "--settings", '{"training": {"learning_rate": 1}}')) == 2
     assert (
         capsys.readouterr().err.strip().startswith("error: --settings: training.learning_rate: unknown key (allowed: ")
     )
-    assert (
-        main(
-            ["evaluate", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(pos_dir), "--out-dir", str(tmp_path)]
-        )
-        == 2
-    )
+    assert main(evaluate_argv(tmp_path / "none.pt", pos_dir, tmp_path)) == 2
     missing = f"model file not found: {tmp_path / 'none.pt'} (nothing of a close name in {tmp_path})"
     assert missing in capsys.readouterr().err
 
@@ -533,39 +490,22 @@ def test_adjoint_warm_starts_keep_the_gradients_and_resume_exactly(tmp_path, wal
     the preconditioned start from zero (dL/dH moves more between epochs than H does): the
     choice costs its one counted iteration, and the run learns as without them."""
     cfg = _cfg(max_epochs=3, max_train=None, max_dev=None, warm_start_adjoint=True)
-    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
-    cold = train(
-        "walks",
-        walk_dir,
-        "inn",
-        tmp_path / "cold",
-        dataclasses.replace(cfg, warm_start_adjoint=False),
-        options,
-        device="cpu",
-    )
-    warm = train("walks", walk_dir, "inn", tmp_path / "warm", cfg, options, device="cpu")
-    # epoch 1 has no adjoints to start from; later epochs start from the previous epoch's
-    pd.testing.assert_frame_equal(_no_timing(cold).iloc[:1], _no_timing(warm).iloc[:1])
+    cold, warm = _cold_and_warm(tmp_path, walk_dir, cfg, "warm_start_adjoint", "warm_adjoints")
     assert (warm.backward_iters.iloc[1:] <= cold.backward_iters.iloc[1:] + 1.05).all()
     assert (warm.backward_nonconverged == 0).all()
     assert abs(warm.dev_error.iloc[-1] - cold.dev_error.iloc[-1]) < 0.05  # the same gradients, to tol
-    train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu", stop_after=1)
-    assert "warm_adjoints" in torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
-    resumed = train("walks", walk_dir, "inn", tmp_path / "resumed", cfg, options, device="cpu")
-    pd.testing.assert_frame_equal(_no_timing(warm), _no_timing(resumed))
 
 
 def test_jacobian_regularisation_adds_to_the_loss_and_trains(tmp_path, walk_dir):
-    options = {"hidden_size": 6, "solver": "anderson", "solver_options": {"tol": 1e-5}}
     cfg = _cfg(max_epochs=2, max_train=None, max_dev=None)
-    plain = train("walks", walk_dir, "inn", tmp_path / "plain", cfg, options, device="cpu")
+    plain = train("walks", walk_dir, "inn", tmp_path / "plain", cfg, ANDERSON_INN, device="cpu")
     reg = train(
         "walks",
         walk_dir,
         "inn",
         tmp_path / "reg",
         dataclasses.replace(cfg, jacobian_weight=5.0, jacobian_every=2),
-        options,
+        ANDERSON_INN,
         device="cpu",
     )
     assert "jacobian_fro2" not in plain and (reg.jacobian_fro2 > 0).all()
@@ -590,22 +530,7 @@ def test_training_afresh_over_a_finished_run_sets_it_aside(tmp_path, pos_dir, ca
     [aside] = out.glob("checkpoint.pt.replaced-*")
     assert aside.read_bytes() == old and len(list(out.glob("history.tsv.replaced-*"))) == 1
     (out / "checkpoint.pt").write_bytes(old)  # the old model beside the new, unfinished history
-    assert (
-        main(
-            [
-                "evaluate",
-                "--checkpoint",
-                str(out / "checkpoint.pt"),
-                "--data",
-                str(pos_dir),
-                "--history",
-                str(out / "history.tsv"),
-                "--out-dir",
-                str(tmp_path / "eval"),
-            ]
-        )
-        == 2
-    )
+    assert main(evaluate_argv(out / "checkpoint.pt", pos_dir, tmp_path / "eval", "--history", out / "history.tsv")) == 2
     assert "history.tsv has 1 epoch(s) but" in capsys.readouterr().err
     assert not (tmp_path / "eval" / "metrics.json").exists()
 

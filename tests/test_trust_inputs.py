@@ -26,7 +26,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY_FEATURES, TINY_TEXT, one_line, tiny_corpus
+from conftest import (
+    REPO,
+    TINY_CONLLU,
+    TINY_FEATURES,
+    TINY_TEXT,
+    evaluate_argv,
+    one_line,
+    prepare_argv,
+    tiny_corpus,
+    train_argv,
+)
 
 import inn.data.corpora as corpora
 import inn.experiment.config as config
@@ -37,24 +47,12 @@ from inn.data.fingerprint import data_fingerprint
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
 from inn.experiment.prepare import prepare_pos
-from inn.experiment.train import TrainConfig, train
-
-REPO = Path(__file__).resolve().parents[1]
-FEATURES = TINY_FEATURES
-TEXT = TINY_TEXT
-#: the same sentences as CoNLL-U, their PTB tags in XPOS
-CONLLU = (
-    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
-    "3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
-)
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, pos_dir) -> Path:
-    """A POS checkpoint of a tiny GRU (one epoch) on ``pos_dir``."""
-    run = tmp_path_factory.mktemp("run")
-    train("pos", pos_dir, "gru", run, TrainConfig(max_epochs=1), {"hidden_size": 3}, device="cpu")
-    return run / "checkpoint.pt"
+def model(gru_run) -> Path:
+    """The POS checkpoint of ``gru_run``."""
+    return gru_run / "checkpoint.pt"
 
 
 # --------------------------------------------------------------------------- B4, B5: tags with spaces
@@ -83,26 +81,7 @@ def test_tsv_words_crlf_and_byte_order_mark_are_kept(tmp_path):
 def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
     files = tiny_corpus(tmp_path / "raw")
     files["dev"].write_text("The\tDT\ncat\tNN \n\n")
-    assert (
-        cli(
-            [
-                "prepare-pos",
-                "--corpus",
-                "mine",
-                "--format",
-                "tsv",
-                "--train",
-                str(files["train"]),
-                "--dev",
-                str(files["dev"]),
-                "--test",
-                str(files["test"]),
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert cli(prepare_argv(files, tmp_path / "out", "mine")) == 2
     assert one_line(capsys) == (
         f"error: {files['dev']}:2: tag 'NN ' has whitespace at its start or end: remove "
         "it (as it is, it would be a tag class of its own)"
@@ -119,7 +98,7 @@ def test_prepare_refuses_a_tsv_tag_with_a_trailing_space(tmp_path, capsys):
 )
 def test_conllu_tag_with_whitespace_at_an_end_is_refused(tmp_path, column, upos, xpos, what, tag):
     path = tmp_path / "a.conllu"
-    path.write_text(CONLLU.replace("NOUN\tNN", f"{upos}\t{xpos}"), encoding="utf-8")
+    path.write_text(TINY_CONLLU.replace("NOUN\tNN", f"{upos}\t{xpos}"), encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_conllu(path, column)
     assert str(error.value) == (
@@ -130,7 +109,7 @@ def test_conllu_tag_with_whitespace_at_an_end_is_refused(tmp_path, column, upos,
 
 def test_conllu_tag_with_a_space_inside_is_malformed(tmp_path):
     path = tmp_path / "a.conllu"
-    path.write_text(CONLLU.replace("\tNN\t", "\tN N\t"), encoding="utf-8")
+    path.write_text(TINY_CONLLU.replace("\tNN\t", "\tN N\t"), encoding="utf-8")
     with pytest.raises(InnError) as error:
         read_conllu(path)
     assert str(error.value) == (
@@ -141,14 +120,14 @@ def test_conllu_tag_with_a_space_inside_is_malformed(tmp_path):
 
 def test_conllu_crlf_and_byte_order_mark_are_kept(tmp_path):
     path = tmp_path / "a.conllu"
-    path.write_bytes(("\ufeff" + CONLLU.replace("\n", "\r\n")).encode("utf-8"))
+    path.write_bytes(("\ufeff" + TINY_CONLLU.replace("\n", "\r\n")).encode("utf-8"))
     assert read_conllu(path) == [[("The", "DT"), ("cat", "NN"), ("sat", "VBD"), (".", ".")]]
     assert read_text(path.read_bytes(), str(path))[0][0].column("xpos") == ["DT", "NN", "VBD", "."]
 
 
 def test_tag_accuracy_refuses_a_gold_tag_with_a_trailing_space(tmp_path, model, capsys):
     gold = tmp_path / "gold.conllu"
-    gold.write_text(CONLLU.replace("\tNN\t", "\tNN \t"), encoding="utf-8")
+    gold.write_text(TINY_CONLLU.replace("\tNN\t", "\tNN \t"), encoding="utf-8")
     assert cli(["tag", str(model), str(gold), "--accuracy", "--out", str(tmp_path / "o.conllu")]) == 2
     assert one_line(capsys) == (
         f"error: {gold}:2: XPOS 'NN ' has whitespace at its start or end: remove it (as "
@@ -199,26 +178,21 @@ def test_resuming_on_data_prepared_again_names_the_data_not_the_settings(tmp_pat
     resume check is what stops, so the command line covers the workflow's path too; a
     workflow-level run would add only Snakemake's minutes."""
     data, run = tmp_path / "data", tmp_path / "run"
-    prepare_pos("tsv", tiny_corpus(tmp_path / "a"), data, "mine", **FEATURES)
-    args = [
-        "train",
-        "--task",
+    prepare_pos("tsv", tiny_corpus(tmp_path / "a"), data, "mine", **TINY_FEATURES)
+    args = train_argv(
         "pos",
-        "--data",
-        str(data),
-        "--model",
+        data,
         "gru",
-        "--out-dir",
-        str(run),
+        run,
         "--device",
         "cpu",
         "--settings",
         '{"model": {"hidden_size": 3}, "training": {"max_epochs": 2}}',
-    ]
+    )
     assert cli(args + ["--stop-after", "1"]) == 0
     capsys.readouterr()
-    other = TEXT.replace("cat", "bird").replace("dog", "fish") + "Birds\tNNS\nfly\tVBP\n.\t.\n\n"
-    prepare_pos("tsv", tiny_corpus(tmp_path / "b", other), data, "mine", **FEATURES)
+    other = TINY_TEXT.replace("cat", "bird").replace("dog", "fish") + "Birds\tNNS\nfly\tVBP\n.\t.\n\n"
+    prepare_pos("tsv", tiny_corpus(tmp_path / "b", other), data, "mine", **TINY_FEATURES)
     assert cli(args) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: {run}/last.pt was trained on other data (fingerprint ")
@@ -235,7 +209,7 @@ def test_evaluating_on_a_damaged_features_json_says_damaged(tmp_path, pos_dir, m
     for path in pos_dir.iterdir():
         (data / path.name).write_bytes(path.read_bytes())
     (data / "features.json").write_text(content)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
+    assert cli(evaluate_argv(model, data, tmp_path / "e")) == 2
     line = one_line(capsys)
     assert line.startswith(f"error: damaged feature vocabularies {data}/features.json (")
     assert line.endswith("): delete it and prepare the corpus again (the data stage rewrites it)")
@@ -249,7 +223,7 @@ def test_evaluating_on_an_edited_split_says_it_changed(tmp_path, pos_dir, model,
     recorded = data_fingerprint(data)
     with open(data / "dev.tsv", "a", encoding="utf-8") as handle:
         handle.write("One\tCD\n\n")
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(data), "--out-dir", str(tmp_path / "e")]) == 2
+    assert cli(evaluate_argv(model, data, tmp_path / "e")) == 2
     assert one_line(capsys) == (
         f"error: {data} changed since the data stage prepared it (fingerprint {data_fingerprint(data)}, "
         f"{data}/prepared.json records {recorded}): a split or features.json was edited or damaged; prepare the "
@@ -272,7 +246,7 @@ def test_evaluating_on_an_edited_split_says_it_changed(tmp_path, pos_dir, model,
     ],
 )
 def test_wide_unicode_is_named_with_its_conversion(tmp_path, encoding, bom, named):
-    data = (("\ufeff" if bom else "") + TEXT.replace("cat", "café")).encode(encoding)
+    data = (("\ufeff" if bom else "") + TINY_TEXT.replace("cat", "café")).encode(encoding)
     assert corpora.wide_encoding(data) == named
     order = "little" if named.endswith("LE") else "big"
     line = f"{named[:6]} text ({order}-endian), not UTF-8: convert it to UTF-8 first (iconv -f {named} -t UTF-8)"
@@ -291,7 +265,7 @@ def test_wide_unicode_is_named_with_its_conversion(tmp_path, encoding, bom, name
 
 
 def test_utf8_and_latin1_are_not_taken_for_wide_text(tmp_path):
-    assert corpora.wide_encoding(("\ufeff" + TEXT).encode("utf-8")) is None
+    assert corpora.wide_encoding(("\ufeff" + TINY_TEXT).encode("utf-8")) is None
     assert corpora.wide_encoding("Ελληνικά\tNN\n".encode()) is None
     assert corpora.wide_encoding("café\tNN\n".encode("latin-1")) is None
     path = tmp_path / "l.tsv"
@@ -415,7 +389,7 @@ def test_snakemake_stopped_by_sigterm_says_no_job_failed(tmp_path, tiny_config):
 
 def test_tag_takes_files_after_options(tmp_path, model, capsys):
     gold = tmp_path / "gold.conllu"
-    gold.write_text(CONLLU, encoding="utf-8")
+    gold.write_text(TINY_CONLLU, encoding="utf-8")
     out = tmp_path / "o.conllu"
     assert cli(["tag", str(model), "--accuracy", str(gold), "--out", str(out)]) == 0
     assert "unrecognized arguments" not in capsys.readouterr().err

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, evaluate_argv, export_argv, first_sentences, one_line, tiny_walks
 
 from inn.checkpoints import read_checkpoint
 from inn.data.walk import generate_walks, load_walks, save_walks
@@ -51,22 +51,13 @@ def _craft(path: Path, marker: Path, **plain) -> Path:
     return path
 
 
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.rstrip("\n")
-
-
 def _cfg(**kw) -> TrainConfig:
     return TrainConfig(**{**dict(max_epochs=2, patience=5, lr=0.5), **kw})
 
 
 @pytest.fixture(scope="module")
 def walk_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("walks") / "b1.0"
-    for split, n, seed in (("train", 40, 1), ("dev", 10, 2), ("test", 10, 3)):
-        save_walks(out / f"{split}.pt", generate_walks(n, b=1.0, dim=3, seed=seed, max_len=10), b=1.0, dim=3)
-    return out
+    return tiny_walks(tmp_path_factory.mktemp("walks") / "b1.0", (40, 10, 10), max_len=10, settings=True)
 
 
 def test_the_crafted_file_runs_code_when_unpickled(tmp_path):
@@ -146,8 +137,8 @@ def test_read_checkpoint_refuses_a_crafted_model(tmp_path, walk_dir, capsys):
     model = _craft(tmp_path / "model.pt", marker, model_config={}, state_dict={})
     with pytest.raises(InnError, match=re.escape(f"{model} {REFUSED}; give a model file inn wrote")):
         read_checkpoint(model)
-    assert cli(["evaluate", "--checkpoint", str(model), "--data", str(walk_dir), "--out-dir", str(tmp_path)]) == 2
-    assert _one_line(capsys) == f"error: {model} {REFUSED}; give a model file inn wrote (checkpoint.pt or tagger.pt)"
+    assert cli(evaluate_argv(model, walk_dir, tmp_path)) == 2
+    assert one_line(capsys) == f"error: {model} {REFUSED}; give a model file inn wrote (checkpoint.pt or tagger.pt)"
     assert not marker.exists()
 
 
@@ -156,12 +147,12 @@ def test_benchmark_checkpoint_refuses_a_crafted_file(tmp_path, walk_dir, walk_mo
     model = _craft(tmp_path / "layer.pt", marker, state_dict={})
     common = ["--hidden", "4", "--lengths", "3", "--repeats", "1", "--out", str(tmp_path / "b.tsv")]
     assert cli(["benchmark", "--checkpoint", str(model), *common]) == 2
-    assert _one_line(capsys) == (
+    assert one_line(capsys) == (
         f"error: {model} {REFUSED}; give a checkpoint.pt of a trained implicit model, or "
         "a state_dict of an implicit layer"
     )
     assert cli(["benchmark", "--checkpoint", str(model), "--data", str(walk_dir), *common]) == 2
-    assert _one_line(capsys).startswith(f"error: {model} {REFUSED}; give a model file inn wrote")
+    assert one_line(capsys).startswith(f"error: {model} {REFUSED}; give a model file inn wrote")
     assert not marker.exists() and not (tmp_path / "b.tsv").exists()
 
 
@@ -173,7 +164,7 @@ def test_walk_files_refuse_a_crafted_file(tmp_path, capsys):
     assert (
         cli(["walk-floor", str(walks), "--out", str(tmp_path / "f.tsv"), "--predictions", str(tmp_path / "p.tsv")]) == 2
     )
-    assert _one_line(capsys).startswith(f"error: {walks} {REFUSED}")
+    assert one_line(capsys).startswith(f"error: {walks} {REFUSED}")
     assert not marker.exists()
 
 
@@ -269,13 +260,13 @@ def test_p8_random_bytes_are_not_a_torch_file(tmp_path, capsys):
         ):
             read_checkpoint(path)
     assert cli(["tag", str(path), str(tmp_path / "in.txt")]) == 2
-    assert _one_line(capsys).startswith(f"error: cannot read checkpoint {path} (not a torch file)")
+    assert one_line(capsys).startswith(f"error: cannot read checkpoint {path} (not a torch file)")
 
 
 def test_p9_a_folder_given_as_a_model_says_it_is_a_folder(tmp_path, walk_model, capsys):
     folder = walk_model.parent
     assert cli(["tag", str(folder), str(tmp_path / "in.txt")]) == 2
-    assert _one_line(capsys) == (
+    assert one_line(capsys) == (
         f"error: {folder} is a folder, not a model file: give the file inside it (it holds "
         f"checkpoint.pt), e.g. {folder / 'checkpoint.pt'} or {folder / 'tagger.pt'}"
     )
@@ -360,17 +351,15 @@ def test_p16_inn_benchmark_data_on_a_folder_of_any_name(tmp_path, walk_dir):
 # --------------------------------------------------------------------------- B3, P3: taggers and their scores
 
 
-def _blocks(path: Path, count: int) -> str:
-    return "\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:count]) + "\n\n"
-
-
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, ewt_dir) -> Path:
     """Two runs of one model, seed and data that differ in hidden size (4 and 8), evaluated."""
     root = tmp_path_factory.mktemp("two_runs")
     source = {"tags": "xpos"}
     for split, count in (("train", 60), ("dev", 20), ("test", 20)):
-        (root / f"{split}.conllu").write_text(_blocks(ewt_dir / f"en_ewt-ud-{split}.conllu", count), encoding="utf-8")
+        (root / f"{split}.conllu").write_text(
+            first_sentences(ewt_dir / f"en_ewt-ud-{split}.conllu", count), encoding="utf-8"
+        )
         source[split] = str(root / f"{split}.conllu")
     data = root / "data" / "ewt"
     prepare_pos("conllu", source, data, "ewt", max_words=500, max_affixes=50, word_dim=4, affix_dim=1)
@@ -386,20 +375,7 @@ def two_runs(tmp_path_factory, ewt_dir) -> Path:
             device="cpu",
             meta={"dataset": "ewt", "seed": 1, "scale": "test"},
         )
-        assert (
-            cli(
-                [
-                    "evaluate",
-                    "--checkpoint",
-                    str(run / "checkpoint.pt"),
-                    "--data",
-                    str(data),
-                    "--out-dir",
-                    str(run / "eval"),
-                ]
-            )
-            == 0
-        )
+        assert cli(evaluate_argv(run / "checkpoint.pt", data, run / "eval")) == 0
     return root
 
 
@@ -416,10 +392,8 @@ def test_b3_evaluate_names_the_weights_it_scored(two_runs):
 
 def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_runs, capsys):
     ckpt, other = two_runs / "h4" / "checkpoint.pt", two_runs / "h8" / "eval" / "metrics.json"
-    assert (
-        cli(["export-tagger", "--checkpoint", str(ckpt), "--metrics", str(other), "--out", str(tmp_path / "t.pt")]) == 2
-    )
-    line = _one_line(capsys)
+    assert cli(export_argv(ckpt, tmp_path / "t.pt", "--metrics", other)) == 2
+    line = one_line(capsys)
     assert line.startswith(f"error: {other} scores other weights (sha256 ") and f"than {ckpt} holds (" in line
     assert line.endswith("give the metrics.json that inn evaluate wrote for this model")
     assert not (tmp_path / "t.pt").exists()
@@ -428,20 +402,7 @@ def test_b3_export_tagger_refuses_the_metrics_of_other_weights(tmp_path, two_run
 def test_b3_the_tagger_keeps_the_digest_and_inn_tag_logs_it(tmp_path, two_runs, capsys, caplog):
     run = two_runs / "h4"
     tagger = tmp_path / "tagger.pt"
-    assert (
-        cli(
-            [
-                "export-tagger",
-                "--checkpoint",
-                str(run / "checkpoint.pt"),
-                "--metrics",
-                str(run / "eval" / "metrics.json"),
-                "--out",
-                str(tagger),
-            ]
-        )
-        == 0
-    )
+    assert cli(export_argv(run / "checkpoint.pt", tagger, "--metrics", run / "eval" / "metrics.json")) == 0
     digest = json.loads((run / "eval" / "metrics.json").read_text())["weights_sha256"]
     assert torch.load(tagger, weights_only=True)["meta"]["test"]["weights_sha256"] == digest
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
@@ -457,20 +418,7 @@ def test_b3_archived_metrics_without_a_digest_are_accepted_with_a_warning(tmp_pa
     archived = tmp_path / "metrics.json"
     archived.write_text(json.dumps(metrics))
     with caplog.at_level(logging.WARNING):
-        assert (
-            cli(
-                [
-                    "export-tagger",
-                    "--checkpoint",
-                    str(run / "checkpoint.pt"),
-                    "--metrics",
-                    str(archived),
-                    "--out",
-                    str(tmp_path / "t.pt"),
-                ]
-            )
-            == 0
-        )
+        assert cli(export_argv(run / "checkpoint.pt", tmp_path / "t.pt", "--metrics", archived)) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == [
         f"{archived} was written before metrics named the weights they score: cannot check that it "
@@ -486,7 +434,7 @@ def test_p3_a_tag_list_shorter_than_the_output_layer_is_one_line(tmp_path, two_r
     torch.save({**payload, "data": {**payload["data"], "vocabularies": {**vocabularies, "tags": tags[:-2]}}}, short)
     (tmp_path / "in.txt").write_text("The cat sleeps .\n", encoding="utf-8")
     assert cli(["tag", str(short), str(tmp_path / "in.txt")]) == 2
-    assert _one_line(capsys) == (
+    assert one_line(capsys) == (
         f"error: {short}: its vocabularies do not fit its model ({len(tags) - 2} tags for "
         f"an output layer of {len(tags)}): the file is damaged or was edited; export it "
         "again from its checkpoint with `inn export-tagger`"

@@ -16,6 +16,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from conftest import export_argv, train_argv
 from test_workflow import REPO, snakemake
 from torch import nn
 
@@ -61,15 +62,6 @@ register_cell("ncgated", NonCausalGatedCell)
 register(ModelSpec("ncgated", "Non-causal gated (mine)", "ncgated", bidirectional=True, implicit=True,
                    in_paper=False, sizes={"pos": ("baseline_hidden_size",), "walks": ("inn_hidden_size",)}))
 '''
-
-
-@pytest.fixture
-def registry():
-    """Undo what a test registers."""
-    models, cells = dict(MODELS), dict(CELLS)
-    yield
-    MODELS.clear(), MODELS.update(models)
-    CELLS.clear(), CELLS.update(cells)
 
 
 def test_a_model_on_an_unknown_cell_is_refused_when_registered(registry):
@@ -279,16 +271,6 @@ def _two_files(folder):
     return folder / "my_models.py"
 
 
-@pytest.fixture
-def imported(registry):
-    """Undo what importing a user's module leaves: its registrations, modules and path entries."""
-    modules, path = set(sys.modules), list(sys.path)
-    yield
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
-    sys.path[:] = path
-
-
 def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_error_says(
     tmp_path, ewt_dir, imported, monkeypatch
 ):
@@ -317,7 +299,7 @@ def test_a_tagger_of_a_cell_in_two_files_tags_in_a_fresh_shell_with_what_the_err
     )
     train("pos", data, "ncgated", tmp_path / "run", TrainConfig(max_epochs=1), {"hidden_size": 4}, device="cpu")
     tagger = tmp_path / "tagger.pt"
-    assert main(["export-tagger", "--checkpoint", str(tmp_path / "run/checkpoint.pt"), "--out", str(tagger)]) == 0
+    assert main(export_argv(tmp_path / "run/checkpoint.pt", tagger)) == 0
     cell_file = tmp_path / "cells/ncgated_cell.py"
     assert torch.load(tagger, weights_only=True)["model_modules"] == [
         {"module": "my_models", "file": str(registration)},
@@ -416,24 +398,7 @@ def test_solver_options_for_a_model_without_an_implicit_layer_are_refused(tmp_pa
         "inn_lstm only; leave them out"
     )
     settings = json.dumps({"model": {"hidden_size": 4, "solver": "newton_krylov", "solver_options": {"tol": 1e-3}}})
-    assert (
-        main(
-            [
-                "train",
-                "--task",
-                "walks",
-                "--data",
-                str(tmp_path / "none"),
-                "--model",
-                "gru",
-                "--out-dir",
-                str(tmp_path / "run"),
-                "--settings",
-                settings,
-            ]
-        )
-        == 2
-    )
+    assert main(train_argv("walks", tmp_path / "none", "gru", tmp_path / "run", "--settings", settings)) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: model gru has no implicit layer: model.solver, model.solver_options apply to inn, inn_lstm only; "
         "leave them out of its settings"
