@@ -100,6 +100,13 @@ def tiny_workflow_config(ewt_dir, nltk_data) -> dict:
     return tiny_test_config("config", "quick", ewt_dir=ewt_dir, nltk_data=nltk_data)
 
 
+@pytest.fixture
+def tiny_slurm_config(ewt_dir, nltk_data) -> dict:
+    """The default target with one model a task (``.test/slurm`` over ``.test/quick``): every
+    rule through SLURM in as few jobs as cover them."""
+    return tiny_test_config("config", "quick", "slurm", ewt_dir=ewt_dir, nltk_data=nltk_data)
+
+
 #: a two-sentence tagged corpus and feature sizes small enough for a GRU of 3 units to train in a second
 TINY_TEXT = "The\tDT\ncat\tNN\nsat\tVBD\n.\t.\n\nA\tDT\ndog\tNN\nran\tVBD\n.\t.\n\n"
 TINY_FEATURES = {"max_words": 50, "max_affixes": 20, "word_dim": 4, "affix_dim": 2}

@@ -1,9 +1,9 @@
 """The SLURM profile against a real SLURM: a one-node cluster on localhost (tests/slurm).
 
-The workflow's default target runs on the tiny config through ``profiles/slurm`` exactly as
-the README says, with three test-only options: job states from ``squeue`` (the test cluster
-has no accounting database for ``sacct``), a 2-second first status check instead of 40, and
-SLURM's logs of successful jobs kept so that the test can read them.
+The workflow's default target runs on a tiny config (``.test/slurm``) through
+``profiles/slurm`` exactly as the README says, with three test-only options: job states from
+``squeue`` (the test cluster has no accounting database for ``sacct``), a 2-second first status
+check instead of 40, and SLURM's logs of successful jobs kept so that the test can read them.
 
 It changes the machine (installs ``slurm-wlm`` and ``munge`` with apt when missing, writes
 /etc/slurm, starts SLURM's daemons as root), so it runs only when asked: ``INN_TEST_SLURM=1``
@@ -171,8 +171,8 @@ def slurm_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_default_target_runs_as_slurm_jobs(cluster, tmp_path, tiny_workflow_config):
-    tiny_config = tiny_workflow_config
+def test_default_target_runs_as_slurm_jobs(cluster, tmp_path, tiny_slurm_config):
+    tiny_config = tiny_slurm_config
     code, dry = snakemake(tmp_path, "--dry-run", config=tiny_config, timeout=120)
     assert code == 0, dry[-3000:]
     planned = job_stats(dry)
