@@ -13,7 +13,9 @@ Each run is the workflow's own job (``snakemake ... results/eval/walks/b<b>/<mod
 in a worktree of the commit it is pinned to (``out/pinned/<commit>``, with its own virtual
 environment, made on first use), one CPU thread a job, under ``nice -n 19``. Before a run
 starts, the state kept for it in ``unfinished/`` (an INN's ``last.pt`` without warm starts,
-0.85 MB) is copied into the worktree, so ``inn train`` resumes after its last finished epoch.
+0.85 MB) is copied into the worktree, so ``inn train`` resumes after its last finished epoch;
+``start`` first runs ``keep``, so the logs of epochs finished since the last ``keep`` outlive the
+restart (the workflow truncates a job's log when it starts it again).
 A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it runs only with
 ``start --large``, on every slot's threads at once, on a machine that stays for its whole run.
 """
@@ -264,6 +266,7 @@ def main() -> None:
                              + (["--large"] if args.large else []), stdout=out, stderr=out, start_new_session=True)
         log(f"queue started; its log: {STATE / 'queue.log'}")
     elif args.command == "start":
+        keep()  # a restart truncates each job's workflow log: keep what the last stretch wrote first
         start(args.slots, args.large)
     elif args.command in ("pause", "resume", "stop"):
         signal_all({"pause": signal.SIGSTOP, "resume": signal.SIGCONT, "stop": signal.SIGINT}[args.command])
