@@ -5,7 +5,7 @@
 #
 #   here:  bash archive/paper_walks/gpu_stretch.sh prepare PINNED RUN...
 #          PINNED is the pinned checkout with its workflow results (e.g. /work/runs-a9e4c60, its
-#          out/paper_walks/ holding local.yaml and results/); RUN is b:model:seed (0.5:inn:2,
+#          out/paper_walks/ holding local.yaml, or the queue's local_t1.yaml, and results/); RUN is b:model:seed (0.5:inn:2,
 #          1.0:bilstm-h1000:1). Writes .gpu/ in this checkout (ignored through .git/info/exclude):
 #          the pinned src/, the wheels the device lacks, each run's resume state (without warm
 #          starts) and its two commands, printed by `snakemake -n -p` with `device: cuda` and the
@@ -43,12 +43,13 @@ prepare)
     -d .gpu/whl conllu jsonschema jsonschema-specifications referencing rpds-py
   work="$pinned/out/paper_walks"
   printf 'device: cuda\nsolver: {options: {cuda_graph: auto}}\n' > "$work/gpu.yaml"
+  local=local.yaml && [ -f "$work/local_t1.yaml" ] && local=local_t1.yaml  # the queue's
   for run in "$@"; do
     IFS=: read -r b model seed <<< "$run"
     folder="walks/b$b/$model/seed$seed"
     mkdir -p ".gpu/runs/$run"
     (cd "$pinned" && . .venv/bin/activate && snakemake -n -p --forceall --cores 1 \
-        --configfile config/paper_walks.yaml out/paper_walks/local.yaml out/paper_walks/gpu.yaml \
+        --configfile config/paper_walks.yaml "out/paper_walks/$local" out/paper_walks/gpu.yaml \
         --directory out/paper_walks -s Snakefile "results/eval/$folder/metrics.json" 2>/dev/null) \
       | sed -n -E 's/^(Shell command: )?(python -m inn (generate-walks|train|evaluate) .*)/\2/p' > ".gpu/runs/$run/commands"
     if [ -f "$work/results/train/$folder/last.pt" ]; then
