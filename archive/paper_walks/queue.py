@@ -228,10 +228,18 @@ def keep() -> None:
             train = HERE / "results" / "train" / run.folder
             shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
-            log_file = base.parent / "logs" / "train_model" / f"{run.folder}.log"  # the workflow's log of the job
+            # every stretch's log: the earlier ones kept in unfinished/, then the workflow's log of
+            # the job (the last stretch), named as `inn runs --keep-states` names them, by when the
+            # stretch began, so that it replaces a copy kept before the stretch ended
+            kept = HERE / "unfinished" / "train" / run.folder / "logs"
+            if kept.is_dir():
+                shutil.copytree(kept, train / "logs", dirs_exist_ok=True)
+            log_file = base.parent / "logs" / "train_model" / f"{run.folder}.log"
             if log_file.is_file():
+                with log_file.open(encoding="utf-8", errors="replace") as handle:
+                    began = "".join(ch for ch in handle.readline()[:19] if ch.isdigit()) or "unknown"
                 (train / "logs").mkdir(exist_ok=True)
-                shutil.copy2(log_file, train / "logs" / "train.log")
+                shutil.copy2(log_file, train / "logs" / f"train_{began}.log")
             evaluation = HERE / "results" / "eval" / run.folder
             evaluation.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "eval" / run.folder / "metrics.json", evaluation / "metrics.json")
