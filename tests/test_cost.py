@@ -97,7 +97,9 @@ def test_hours_of_an_archived_run_are_its_epochs_costs_summed():
     # the target is the best dev error of the b-LSTM size with the lowest mean best dev error on
     # the seeds every size has, from the histories themselves
     best_dev = {
-        (int(path.parent.parent.name.removeprefix("bilstm-h")), path.parent.name): pd.read_csv(path, sep="\t").dev_error.min()
+        (int(path.parent.parent.name.removeprefix("bilstm-h")), path.parent.name): pd.read_csv(
+            path, sep="\t"
+        ).dev_error.min()
         for path in (RESULTS / "train/walks/b1.0").glob("bilstm-h*/seed*/history.tsv")
     }
     sizes = {size for size, _ in best_dev}
