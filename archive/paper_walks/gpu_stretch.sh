@@ -10,8 +10,8 @@
 #          the pinned src/, the wheels the device lacks, each run's resume state (without warm
 #          starts) and its two commands, printed by `snakemake -n -p` with `device: cuda` and the
 #          CUDA graphs on (they replay the same steps; resuming across them is allowed).
-#   there: run(command="bash archive/paper_walks/gpu_stretch.sh run SECONDS", carry=[".gpu"])
-#          trains every run for at most SECONDS (SIGINT then: the last finished epoch is kept),
+#   there: run(command="bash archive/paper_walks/gpu_stretch.sh run SECONDS [RUN...]", carry=[".gpu"])
+#          trains every prepared run (or only the RUNs named) for at most SECONDS (SIGINT then: the last finished epoch is kept),
 #          evaluates the ones that finish, and writes one tar per run under $OUT: the run's
 #          train folder (last.pt without warm starts, best.pt, history.tsv, its log) and, when
 #          finished, its eval folder. A finished run's checkpoint.pt stays behind (a b-LSTM 1,000
@@ -19,12 +19,14 @@
 #          Called again while the machine is still held (it stays 30 s after a call), `run` goes
 #          on with every unfinished run from its state on the device's disk (large b-LSTMs
 #          included) and brings each back again; runs finished in an earlier call are skipped.
+#          Prepare every run the lease may reach before its first call and name the ones for each
+#          call: the machine goes back 30 s after a call, sooner than a new `prepare` is shipped.
 #   here:  bash archive/paper_walks/gpu_stretch.sh unpack PINNED FILES_AT
 #          puts each tar's folders into PINNED/out/paper_walks/results/, the stretch's log into
 #          the run's logs/ (train_<began>_gpu.log, which --keep-states carries), and removes
 #          stale locks.
 set -euo pipefail
-step=${1:?usage: gpu_stretch.sh prepare PINNED RUN... | run SECONDS | unpack PINNED FILES_AT}
+step=${1:?usage: gpu_stretch.sh prepare PINNED RUN... | run SECONDS [RUN...] | unpack PINNED FILES_AT}
 shift
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -60,12 +62,15 @@ prepare)
   du -sh .gpu
   ;;
 run)
-  seconds=${1:?SECONDS}
+  seconds=${1:?SECONDS}; shift
+  dirs=() && for run in "$@"; do dirs+=(".gpu/runs/$run/"); done
+  [ ${#dirs[@]} -gt 0 ] || dirs=(.gpu/runs/*/)
+  for dir in "${dirs[@]}"; do [ -f "$dir/commands" ] || { echo "$dir: not prepared (gpu_stretch.sh prepare)" >&2; exit 2; }; done
   python3 -c "import conllu, jsonschema" 2>/dev/null \
     || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl
   export PYTHONPATH="$root/.gpu/src:/tmp/site" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
   out=${OUT:?OUT is where the states go back}
-  for dir in .gpu/runs/*/; do
+  for dir in "${dirs[@]}"; do
     run=$(basename "$dir")
     (
       work="/tmp/work/$run"
@@ -129,5 +134,5 @@ unpack)
   done
   ;;
 *)
-  echo "usage: gpu_stretch.sh prepare PINNED RUN... | run SECONDS | unpack PINNED FILES_AT" >&2; exit 2 ;;
+  echo "usage: gpu_stretch.sh prepare PINNED RUN... | run SECONDS [RUN...] | unpack PINNED FILES_AT" >&2; exit 2 ;;
 esac
