@@ -14,6 +14,7 @@ from inn.solvers import PAPER_OPTIONS, SOLVERS, ConvergenceWarning, solve
 from inn.solvers.anderson import SWEEPS
 from inn.solvers.block_tridiagonal import (
     BlockTridiagonalLU,
+    SingularBlockError,
     batched_solve,
     block_tridiagonal_solve,
     block_tridiagonal_solve_transposed,
@@ -222,6 +223,33 @@ def test_block_lu_scaled_with_several_right_hand_sides_against_dense_solve():
         A = torch.eye(n * k, dtype=torch.float64) - lam[i] * J
         ref = torch.linalg.solve(A, b[i].reshape(n * k, 2))
         assert torch.allclose(x[i].reshape(n * k, 2), ref, atol=1e-10)
+
+
+def test_block_lu_names_a_singular_block():
+    """D_1 = I - L_1 D_0^{-1} R_0 is zero for L_1 = R_0 = I: the elimination says which block,
+    as an error the homotopy can catch (still a RuntimeError for every other caller)."""
+    eye = torch.eye(3, dtype=torch.float64).expand(1, 3, 3)
+    with pytest.raises(SingularBlockError, match="block 1 of I - J is singular"):
+        BlockTridiagonalLU(lambda t: (eye, eye), 2)
+    assert issubclass(SingularBlockError, RuntimeError)
+
+
+def test_homotopy_finish_at_a_singular_jacobian_stalls_instead_of_raising():
+    """Newton's last steps from the end of the curve meet a singular I - J (a trained walks INN
+    met one at b = 0.75 and its training stopped): the solve reports itself stalled at the
+    point it reached, the caller counts it, and training goes on."""
+    from types import SimpleNamespace
+
+    from inn.solvers._common import Counter, ResultCode
+    from inn.solvers.homotopy import _finish
+
+    eye = torch.eye(3, dtype=torch.float64).expand(1, 3, 3)
+    system = SimpleNamespace(F=lambda H: H + 1.0)
+    system.linearize = lambda H: SimpleNamespace(F=system.F(H), blocks=lambda t: (eye, eye))
+    H0 = torch.full((1, 2, 3), 0.5, dtype=torch.float64)
+    H, steps, res, code = _finish(system, H0, Counter(), tol=1e-8, n=2, steps=7)
+    assert code == int(ResultCode.STALLED) and steps == 7
+    assert torch.equal(H, H0) and res == pytest.approx(2.0)  # ||H - F(H)|| / ||H|| = 1 / 0.5
 
 
 def test_homotopy_reaches_the_fixed_point_scipy_finds(problem):

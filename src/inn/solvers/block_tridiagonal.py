@@ -32,6 +32,11 @@ def _cpu_single_thread(t: Tensor) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+class SingularBlockError(RuntimeError):
+    """A diagonal block D_t of the elimination is singular: I - J (or I - lambda J) has no
+    unique solution there, which a caller that can step around it (the homotopy) catches."""
+
+
 def batched_solve(A: Tensor, B: Tensor) -> Tensor:
     """torch.linalg.solve for (N, k, k) x (N, k, m), guarded against the CPU batched-LU bug."""
     with _cpu_single_thread(A):
@@ -57,7 +62,10 @@ class BlockTridiagonalLU:
             eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device).expand_as(L)
             D = eye if t == 0 else eye - L @ self.E[-1]
             with _cpu_single_thread(D):
-                LU, piv = torch.linalg.lu_factor(D)
+                LU, piv, info = torch.linalg.lu_factor_ex(D)
+            if bool((info != 0).any()):
+                raise SingularBlockError(f"block {t} of I - J is singular (U[{int(info.max()) - 1}] is zero)")
+            with _cpu_single_thread(D):
                 self.E.append(torch.linalg.lu_solve(LU, piv, R))
             self.lower.append(L)
             self.pivots.append((LU, piv))

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from inn.solvers._common import Counter, ResultCode, batch_dot, batch_norm, relative_residual
-from inn.solvers.block_tridiagonal import BlockTridiagonalLU
+from inn.solvers.block_tridiagonal import BlockTridiagonalLU, SingularBlockError
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,10 @@ def _corrected(
         counter.f += 1
         rho = H_c - lam_c * lin.F - (1 - lam_c) * a
         f = a - lin.F
-        both = BlockTridiagonalLU(lin.blocks, n, lam_c).solve(torch.stack([rho, f], -1))
+        try:
+            both = BlockTridiagonalLU(lin.blocks, n, lam_c).solve(torch.stack([rho, f], -1))
+        except SingularBlockError:  # a singular I - lam J off the curve: a shorter step avoids it
+            return None
         p, w = both[..., 0], both[..., 1]
         off_plane = t_lam * (lam_c - lam_p) + batch_dot(t_H, H_c - H_p)
         d_lam = (batch_dot(t_H, p) - off_plane) / (t_lam - batch_dot(t_H, w))
@@ -159,7 +162,10 @@ def _finish(system, H: Tensor, counter: Counter, tol: float, n: int, steps: int,
         res = float(relative_residual(G, H))
         if res <= target:
             return H, steps, res, int(ResultCode.CONVERGED)
-        H = H - BlockTridiagonalLU(lin.blocks, n, one).solve(G)
+        try:
+            H = H - BlockTridiagonalLU(lin.blocks, n, one).solve(G)
+        except SingularBlockError:  # I - J singular at H: Newton cannot go on; H as it is
+            break
     res = _residual(system, H, counter)
     return H, steps, res, int(ResultCode.CONVERGED if res <= tol else ResultCode.STALLED)
 
