@@ -93,6 +93,13 @@ def worktree(commit: str) -> Path:
     if not (tree / ".git").exists():
         PINNED.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit], check=True)
+    # the pinned commit's guards added since (patches/<commit>-*.patch, README.md says which and
+    # why): none changes a number where the commit ran; each replaces a crash
+    for patch in sorted((HERE / "patches").glob(f"{commit}-*.patch")):
+        applied = subprocess.run(["git", "apply", "--reverse", "--check", str(patch)], cwd=tree, capture_output=True)
+        if applied.returncode != 0:
+            subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+            log(f"{commit}: applied {patch.name}")
     python = tree / ".venv" / "bin" / "python"
     if not (tree / ".venv" / "bin" / "snakemake").exists():
         log(f"installing {commit}'s environment in {tree / '.venv'}")
