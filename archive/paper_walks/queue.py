@@ -6,7 +6,7 @@ commits in its history:
     python archive/paper_walks/queue.py start          # in the background; --slots N (default 2)
     python archive/paper_walks/queue.py status         # what runs, what is done, what is next
     python archive/paper_walks/queue.py pause|resume   # SIGSTOP / SIGCONT every training (timings, the test suite)
-    python archive/paper_walks/queue.py stop           # SIGINT: each run ends at its next epoch boundary
+    python archive/paper_walks/queue.py stop           # SIGINT: runs stop now, to resume after their last epoch
     python archive/paper_walks/queue.py keep           # finished runs into results/, unfinished states into unfinished/
 
 Each run is the workflow's own job (``snakemake ... results/eval/walks/b<b>/<model>/seed<N>/metrics.json``)
@@ -15,7 +15,13 @@ environment, made on first use), one CPU thread a job, under ``nice -n 19``. Bef
 starts, the state kept for it in ``unfinished/`` (an INN's ``last.pt`` without warm starts,
 0.85 MB) is copied into the worktree, so ``inn train`` resumes after its last finished epoch;
 ``start`` first runs ``keep``, so the logs of epochs finished since the last ``keep`` outlive the
-restart (the workflow truncates a job's log when it starts it again).
+restart (the workflow truncates a job's log when it starts it again), and takes over the runs a
+previous queue left going (``running.json``), so a restarted queue never starts a run twice.
+
+The runs go in the order of ``RUNS`` in two lanes: an INN (days on one core, its state in git)
+and a b-LSTM (hours, its state on this machine) run side by side while both lanes have work, so
+the short runs finish rows while the INNs go on, and a b-LSTM's progress is not left on a machine
+the next session may not have.
 A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it runs only with
 ``start --large``, on every slot's threads at once, on a machine that stays for its whole run.
 """
@@ -62,6 +68,10 @@ class Run:
     def large(self) -> bool:
         """A state too large for git (b-LSTMs of 1,000 units and more): not portable."""
         return self.model in ("bilstm-h1000", "bilstm-h1500")
+
+    @property
+    def lane(self) -> str:
+        return "inn" if self.model == "inn" else "bilstm"
 
     def __str__(self) -> str:
         return f"b={self.b} {self.model} seed {self.seed} @{self.commit}"
@@ -169,11 +179,47 @@ def pending(large: bool) -> list[Run]:
     return [run for run in RUNS if not finished(run) and run.large == large]
 
 
+def next_run(todo: list[Run], running: dict) -> Run:
+    """The first run of a lane that has none going, else the first run."""
+    busy = {run.lane for run in running}
+    return next((run for run in todo if run.lane not in busy), todo[0])
+
+
+class Adopted:
+    """A run a previous queue started and left going: watched by its process id."""
+
+    returncode = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        return None if alive(self.pid) else -1
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is still one of this queue's Snakemake jobs (not a reused id)."""
+    try:
+        return "snakemake" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def adopt() -> dict:
+    """The runs a previous queue left going, found by ``running.json``."""
+    path = STATE / "running.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    adopted = {run: Adopted(kept[str(run)]) for run in RUNS if str(run) in kept and alive(kept[str(run)])}
+    for run in adopted:
+        log(f"{run}: still running (pid {adopted[run].pid}); taken over")
+    return adopted
+
+
 def start(slots: int, large: bool) -> None:
     """Keep ``slots`` runs going until the list is done; a large run takes every slot's threads."""
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "queue.pid").write_text(str(os.getpid()), encoding="utf-8")
-    running: dict[Run, subprocess.Popen] = {}
+    running: dict[Run, subprocess.Popen | Adopted] = adopt()
     stopping = False
 
     def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -187,7 +233,8 @@ def start(slots: int, large: bool) -> None:
     while True:
         for run, process in list(running.items()):
             if process.poll() is not None:
-                log(f"{run}: ended with status {process.returncode}")
+                ended = "ended" if isinstance(process, Adopted) else f"ended with status {process.returncode}"
+                log(f"{run}: {ended}")
                 del running[run]
         _write_running(running)
         todo = [run for run in pending(large) if run not in running]
@@ -195,7 +242,7 @@ def start(slots: int, large: bool) -> None:
             if not running:
                 return
         elif todo and len(running) < (1 if large else slots):
-            run = todo[0]
+            run = next_run(todo, running)
             running[run] = launch(run, slots if large else 1)
             _write_running(running)
             continue
