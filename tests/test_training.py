@@ -197,6 +197,49 @@ def test_resume_of_the_implicit_model(tmp_path, walk_dir, name):
     assert (straight.nonconverged == 0).all() and straight.newton_iters.gt(0).all()
 
 
+@pytest.mark.parametrize(
+    ("task", "name", "options"),
+    [("walks", "inn", {"hidden_size": 6, **INN_FAST}), ("pos", "bigru", {"hidden_size": 10})],
+)
+def test_a_run_stopped_inside_an_epoch_goes_on_after_its_last_saved_batch(
+    tmp_path, walk_dir, pos_dir, monkeypatch, caplog, task, name, options
+):
+    """A state saved after every batch (``save_every=0``), a stop at epoch 2's fifth batch: the
+    rerun goes on after batch 4 and ends where the uninterrupted run does, weights to the bit
+    (the INN's warm starts and solver sums, the batch order, word dropout and dropout streams
+    carried across the stop)."""
+    import inn.experiment.train.epoch as epoch_module
+
+    data = walk_dir if task == "walks" else pos_dir
+    cfg = _cfg(
+        max_epochs=2, batch_size=5, dropout=0.2, **({"max_train": None, "max_dev": None} if task == "walks" else {})
+    )
+    straight = train(task, data, name, tmp_path / "a", cfg, options, device="cpu", save_every=None)
+    batches = -(-(60 if task == "walks" else 40) // 5)
+    real, calls = epoch_module._train_batch, []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == batches + 5:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(epoch_module, "_train_batch", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        train(task, data, name, tmp_path / "b", cfg, options, device="cpu", save_every=0.0)
+    monkeypatch.setattr(epoch_module, "_train_batch", real)
+    saved = torch.load(tmp_path / "b" / "last.pt", weights_only=True)["train_state"]
+    assert saved["epoch"] == 1 and saved["within"]["epoch"] == 2 and saved["within"]["batches"] == 4
+    with caplog.at_level("INFO"):
+        resumed = train(task, data, name, tmp_path / "b", cfg, options, device="cpu", save_every=0.0)
+    assert "after epoch 1 and batch 4 of epoch 2" in caplog.text
+    pd.testing.assert_frame_equal(_no_timing(straight), _no_timing(resumed))
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.seconds.iloc[1] > 0 and not (tmp_path / "b" / "last.pt").exists()
+
+
 def test_cuda_graphs_may_be_switched_between_stops(tmp_path, walk_dir):
     """CUDA graphs replay the eager steps, so turning them on or off between a run's stops
     resumes it (on a CPU "auto" solves eagerly: the history is the straight run's); the

@@ -3,8 +3,12 @@
 
 Every epoch reseeds its own random streams (dropout, batch order, word dropout) from the run's
 seed and its number (:func:`_epoch_seed`), so a resumed run draws what an uninterrupted one
-would. A non-finite loss or gradient, or a solve that fails in strict mode, stops the run with
-one line naming epoch and batch and what the stop leaves behind (:func:`_stop_note`).
+would. An epoch longer than ``save_every`` seconds hands its place to ``save_within`` that often
+(the batches done, the sums so far and the random streams' states: :func:`_within`), so that a
+run stopped inside a long epoch (a session's or a scheduler's time limit) resumes after its last
+saved batch rather than at the epoch's start, and ends where an uninterrupted run would. A
+non-finite loss or gradient, or a solve that fails in strict mode, stops the run with one line
+naming epoch and batch and what the stop leaves behind (:func:`_stop_note`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,11 +63,25 @@ def _nonfinite_solve(model: SequenceLabeler) -> str:
     )
 
 
-def _stop_note(last_path: Path, epoch: int) -> str:
-    """What a run stopped during ``epoch`` leaves behind, said truthfully."""
+def _stop_note(last_path: Path) -> str:
+    """What a stopped run leaves behind, said truthfully."""
     if last_path.is_file():
-        return f"stopped, the last good checkpoint ({last_path}, after epoch {epoch - 1}) is kept"
+        return f"stopped, the last good checkpoint ({last_path}, saved before this batch) is kept"
     return "stopped before any epoch finished, nothing is saved"
+
+
+def _random_state(generator: torch.Generator, device: torch.device) -> dict:
+    """The epoch's random streams where they stand: its generator (batch order, word dropout) and
+    torch's own (dropout; on a GPU the device's)."""
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return {"generator": generator.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def _set_random_state(saved: dict, generator: torch.Generator, device: torch.device) -> None:
+    generator.set_state(saved["generator"])
+    torch.set_rng_state(saved["torch"])
+    if saved.get("cuda") is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(saved["cuda"], device)
 
 
 @dataclass
@@ -94,25 +113,45 @@ def _train_epoch(
     last_path: Path,
     warm: WarmStarts | None = None,
     warm_adjoint: WarmStarts | None = None,
+    within: dict | None = None,
+    save_within: Callable[[dict], None] | None = None,
+    save_every: float | None = None,
 ) -> dict:
     """One pass over the training data; returns the history row's training part. ``warm``:
     the INN's solutions from the previous epoch, updated batch by batch; ``warm_adjoint``
-    the same for its backward pass's adjoints."""
+    the same for its backward pass's adjoints. ``within``: where a stopped pass of this epoch
+    stood (what ``save_within`` was given), to go on after its last batch; ``save_within`` is
+    called with that every ``save_every`` seconds of the pass, never after its last batch."""
     model.train()
     seed = _epoch_seed(cfg.seed, epoch)
     torch.manual_seed(seed)  # dropout: each epoch its own stream, so a resumed run matches
     generator = torch.Generator().manual_seed(seed)
     order = B.make_batches([B.length(e) for e in data.train], cfg.batch_size, generator)
     step = _Pass(model, optimizer, cfg, device, epoch, len(order), last_path, warm, warm_adjoint)
-    total, count = 0.0, 0
+    done, total, count, seconds, cpu_seconds = 0, 0.0, 0, 0.0, 0.0
+    if within is not None:
+        done, total, count = within["batches"], within["total"], within["count"]
+        seconds, cpu_seconds = within["seconds"], within["cpu_seconds"]
+        step.tally.load_state_dict(within["tally"])
+        _set_random_state(within["random"], generator, device)
+        log.info("epoch %d: going on after batch %d of %d", epoch, done, len(order))
     start, cpu_start = time.perf_counter(), time.process_time()
-    last_log = start
+    last_log = last_save = start
     interactive = sys.stderr.isatty()
-    bar = tqdm(order, desc=f"epoch {epoch}", unit="batch", disable=not interactive, mininterval=1.0, leave=False)
+    bar = tqdm(
+        order[done:],
+        desc=f"epoch {epoch}",
+        unit="batch",
+        initial=done,
+        total=len(order),
+        disable=not interactive,
+        mininterval=1.0,
+        leave=False,
+    )
     with warnings.catch_warnings():
         # counted per epoch from the layer's stats instead of one warning per batch
         warnings.simplefilter("ignore", ConvergenceWarning)
-        for number, index in enumerate(bar, start=1):
+        for number, index in enumerate(bar, start=done + 1):
             batch = B.collate([data.train[i] for i in index], cfg.word_dropout, generator)
             loss_sum, n = _train_batch(step, number, index, B.to_device(batch, device))
             total += loss_sum.item()
@@ -123,18 +162,49 @@ def _train_epoch(
             elif now - last_log > 300:  # a line every five minutes in a rule's log
                 log.info("epoch %d: batch %d of %d, train loss %.4f", epoch, number, len(order), total / max(count, 1))
                 last_log = now
+            if save_within is not None and save_every is not None and now - last_save >= save_every:
+                if number < len(order):
+                    save_within(
+                        _within(
+                            step,
+                            number,
+                            total,
+                            count,
+                            seconds + now - start,
+                            cpu_seconds + time.process_time() - cpu_start,
+                            generator,
+                        )
+                    )
+                    last_save = time.perf_counter()
     bar.close()
     # process time beside wall time: on a shared machine the CPU seconds are the firmer figure
     row = {
         "epoch": epoch,
         "train_loss": total / max(count, 1),
         "lr": lr,
-        "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu_start,
+        "seconds": seconds + time.perf_counter() - start,
+        "cpu_seconds": cpu_seconds + time.process_time() - cpu_start,
     }
     if model.config.implicit:
         row.update(step.tally.row())
     return row
+
+
+def _within(
+    step: _Pass, batches: int, total: float, count: int, seconds: float, cpu_seconds: float, generator: torch.Generator
+) -> dict:
+    """Where a pass stands after ``batches`` batches: what a stopped run needs, beside the weights,
+    the optimiser and the warm starts, to go on with the next batch as if it had not stopped."""
+    return {
+        "epoch": step.epoch,
+        "batches": batches,
+        "total": total,
+        "count": count,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "tally": step.tally.state_dict(),
+        "random": _random_state(generator, step.device),
+    }
 
 
 def _train_batch(
@@ -154,7 +224,7 @@ def _train_batch(
     try:
         loss.backward()
     except InnError as exc:
-        raise InnError(f"epoch {step.epoch}, batch {number}: {exc}; {_stop_note(step.last_path, step.epoch)}") from None
+        raise InnError(f"epoch {step.epoch}, batch {number}: {exc}; {_stop_note(step.last_path)}") from None
     if step.warm_adjoint is not None and model.rnn.last_adjoint is not None:
         step.warm_adjoint.update(rows, model.rnn.last_adjoint)
     if cfg.clip is not None:
@@ -162,7 +232,7 @@ def _train_batch(
         if not torch.isfinite(norm):
             raise InnError(
                 f"gradient norm is {float(norm)} at epoch {step.epoch}, batch {number}; "
-                f"{_stop_note(step.last_path, step.epoch)}; lower training.lr"
+                f"{_stop_note(step.last_path)}; lower training.lr"
             )
     step.optimizer.step()
     if model.config.implicit:
@@ -184,7 +254,7 @@ def _batch_loss(
     try:
         loss_sum, n, _ = token_losses(model, batch, warm_start)
     except InnError as exc:
-        raise InnError(f"epoch {step.epoch}, batch {number}: {exc}; {_stop_note(step.last_path, step.epoch)}") from None
+        raise InnError(f"epoch {step.epoch}, batch {number}: {exc}; {_stop_note(step.last_path)}") from None
     loss = loss_sum / {"sentence": len(index), "token": max(int(n), 1), "sum": 1}[cfg.loss]
     if regularise:
         penalty = model.rnn.last_jacobian_penalty
@@ -193,7 +263,7 @@ def _batch_loss(
     if not torch.isfinite(loss):
         raise InnError(
             f"loss is {loss.item()} at epoch {step.epoch}, batch {number} of {step.batches}"
-            f"{_nonfinite_solve(model) if is_inn else ''}; {_stop_note(step.last_path, step.epoch)}; "
+            f"{_nonfinite_solve(model) if is_inn else ''}; {_stop_note(step.last_path)}; "
             "lower training.lr or set training.clip"
         )
     return loss_sum, n, loss

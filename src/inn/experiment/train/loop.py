@@ -1,4 +1,5 @@
-"""Training: one model on one task, SGD with the paper's schedule, resumable after every epoch.
+"""Training: one model on one task, SGD with the paper's schedule, resumable after every epoch
+and every half hour inside a long one.
 
 The paper (3.2): SGD, batch 20, initial learning rate 0.5, halved whenever validation
 perplexity rises. Added here, each a setting: a maximum number of epochs and early-stopping
@@ -15,9 +16,11 @@ Outputs in ``out_dir``:
   histograms, sequences above tol and at their limit, forward solves the homotopy finished,
   batches whose adjoint GMRES solved: ``backward_gmres``);
 - while running, ``last.pt`` (the state after the last finished epoch, the INN's warm
-  starts included) and ``best.pt``;
+  starts included; inside an epoch longer than ``save_every``, 30 minutes by default, the
+  state after its last batch then, rewritten that often) and ``best.pt``;
   a restarted run resumes from ``last.pt`` and ends exactly where an uninterrupted run
-  would (CPU, same seed and threads: every epoch reseeds its own random streams). Both are
+  would (CPU, same seed and threads: every epoch reseeds its own random streams, and a state
+  saved inside an epoch keeps where they stood). Both are
   removed when training finishes. A ``last.pt`` that cannot be resumed from (truncated,
   empty, a ``checkpoint.pt`` copied over it) is set aside as ``last.pt.damaged-<time>``, with
   a warning, and training starts afresh. Every checkpoint stores the fingerprint of the data
@@ -98,6 +101,7 @@ def train(
     meta: dict[str, Any] | None = None,
     stop_after: int | None = None,
     retrain: bool = False,
+    save_every: float | None = 1800.0,
 ) -> pd.DataFrame:
     """Train ``model_name`` on a prepared ``task`` folder; write the outputs into ``out_dir``.
 
@@ -112,6 +116,9 @@ def train(
             seed, scale ...).
         stop_after: finish at most this many epochs in this call, then return with
             ``last.pt`` in place (a time-limited job; the next call resumes).
+        save_every: inside an epoch, write ``last.pt`` this often (seconds of training), so a
+            run stopped there (a time limit, a lost machine) goes on after its last saved batch;
+            None: at the epochs' ends only.
 
     Returns:
         The history table (one row per finished epoch).
@@ -132,6 +139,7 @@ def train(
     trained_on = describe_data(data_dir, task, max_train=cfg.max_train)
     model_cfg = _model_config(model_name, kind, size, data, cfg, model_options)
     run = _start_run(out_dir, data, trained_on, model_name, model_cfg, cfg, meta, device_)
+    run.save_every = save_every
     _resume(run)
     _log_start(run)
     if _run_epochs(run, stop_after):
@@ -189,6 +197,9 @@ def _run_epoch(run: Run, untrained: list) -> None:
         run.last_path,
         run.warm,
         run.warm_adjoint,
+        within=state.pop("within", None),
+        save_within=lambda within: _save_resume_state(run, within),
+        save_every=run.save_every,
     )
     _tie_to_unknown(untrained)
     dev_metrics = evaluate_loss(run.model, run.data.dev, cfg.batch_size, run.device)
@@ -276,6 +287,14 @@ def main(argv: list[str]) -> None:
         "--stop-after", type=positive_int, help="finish at most this many epochs, then exit (resumable)"
     )
     parser.add_argument(
+        "--save-every",
+        type=float,
+        default=30.0,
+        metavar="MINUTES",
+        help="inside a longer epoch, save the state to resume from (last.pt) this often, so a run stopped "
+        "there goes on after its last saved batch (default 30; 0: at the epochs' ends only)",
+    )
+    parser.add_argument(
         "--retrain",
         action="store_true",
         help="train afresh over a finished run in the output folder "
@@ -300,10 +319,11 @@ def main(argv: list[str]) -> None:
                 meta=meta,
                 stop_after=args.stop_after,
                 retrain=args.retrain,
+                save_every=args.save_every * 60 if args.save_every > 0 else None,
             )
         except KeyboardInterrupt:  # inn.experiment.cli reports it in one line, with this note
             last = Path(args.out) / "last.pt"
-            note = f"resume from {last}" if last.is_file() else "start again (no epoch had finished)"
+            note = f"resume from {last}" if last.is_file() else "start again (nothing was saved yet)"
             log.info("interrupted: rerun the same command to %s", note)
             raise KeyboardInterrupt(f"rerun the same command to {note}") from None
 

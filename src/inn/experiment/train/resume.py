@@ -135,14 +135,23 @@ def _resume(run: Run) -> None:
         run.warm.load_state_dict(saved["warm_starts"])
     if run.warm_adjoint is not None and "warm_adjoints" in saved:
         run.warm_adjoint.load_state_dict(saved["warm_adjoints"])
-    log.info("resuming %s from %s after epoch %d", run.model_name, run.last_path, run.state["epoch"])
+    within = run.state.get("within")
+    log.info(
+        "resuming %s from %s after epoch %d%s",
+        run.model_name,
+        run.last_path,
+        run.state["epoch"],
+        f" and batch {within['batches']} of epoch {within['epoch']}" if within else "",
+    )
 
 
-def _save_resume_state(run: Run) -> None:
+def _save_resume_state(run: Run, within: dict | None = None) -> None:
     """Write ``last.pt``: the model and its checkpoint facts, the optimiser, where the run stands and
-    the INN's warm starts."""
+    the INN's warm starts; inside an epoch, ``within`` too, where its pass stands
+    (:func:`~inn.experiment.train.epoch._within`)."""
     payload = _payload(run.model, run.meta, run.settings, run.trained_on)
-    payload.update(optimizer=run.optimizer.state_dict(), train_state=run.state)
+    state = run.state if within is None else {**run.state, "within": within}
+    payload.update(optimizer=run.optimizer.state_dict(), train_state=state)
     if run.warm is not None:
         payload["warm_starts"] = run.warm.state_dict()
     if run.warm_adjoint is not None:

@@ -44,6 +44,7 @@ class Run:
     warm: WarmStarts | None  # the INN's solutions of the previous epoch
     warm_adjoint: WarmStarts | None  # and its adjoints
     state: dict[str, Any]
+    save_every: float | None = None  # seconds between the states saved inside an epoch; None: none
 
     @property
     def spec(self) -> TaskSpec:
@@ -51,7 +52,7 @@ class Run:
 
     @property
     def last_path(self) -> Path:
-        """The state after the last finished epoch, to resume from."""
+        """The state to resume from: after the last finished epoch, or the last batch saved in one."""
         return self.out_dir / "last.pt"
 
     @property

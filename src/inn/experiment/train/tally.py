@@ -4,6 +4,7 @@ epoch's history row (:class:`SolverTally`)."""
 from __future__ import annotations
 
 import bisect
+import copy
 
 
 class SolverTally:
@@ -57,6 +58,13 @@ class SolverTally:
             self.backward += float((back.newton_iterations + back.krylov_iterations).float().mean())
             self.backward_gmres += getattr(layer, "last_adjoint_solver", None) == "gmres"
             layer.last_backward_stats = None
+
+    def state_dict(self) -> dict:
+        """The sums so far, for a run stopped inside an epoch (plain numbers, lists and dicts)."""
+        return copy.deepcopy(vars(self))
+
+    def load_state_dict(self, state: dict) -> None:
+        vars(self).update(state)
 
     def row(self) -> dict[str, float]:
         n = max(self.batches, 1)
