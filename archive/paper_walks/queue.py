@@ -128,18 +128,26 @@ def finished(run: Run) -> bool:
     return any((base / "eval" / run.folder / "metrics.json").exists() for base in (HERE / "results", results(run)))
 
 
-def epoch_of(state: Path) -> int:
-    """The last finished epoch a kept history records (0 where there is none)."""
-    history = state.parent / "history.tsv"
-    return max(0, len(history.read_text(encoding="utf-8").splitlines()) - 1) if history.exists() else 0
+def position(state: Path) -> tuple[int, int]:
+    """Where a resume state stands: its last finished epoch and the batches saved of the next
+    ((0, 0) where there is none). Read from the state itself: the workflow removes a resuming
+    job's history.tsv until its next epoch ends."""
+    import torch
+
+    if not state.is_file():
+        return 0, 0
+    train_state = torch.load(state, map_location="cpu", weights_only=True, mmap=True)["train_state"]
+    return train_state["epoch"], (train_state.get("within") or {}).get("batches", 0)
 
 
 def bring_kept_state(run: Run) -> None:
-    """Copy the state kept in git into the worktree when it is further on than what is there."""
+    """Copy the state kept in git into the worktree when it is further on than what is there (a
+    new machine); otherwise the worktree's own, with its warm starts, resumes."""
     kept = HERE / "unfinished" / "train" / run.folder
     here = results(run) / "train" / run.folder
-    if (kept / "last.pt").exists() and epoch_of(kept / "last.pt") > epoch_of(here / "last.pt"):
-        log(f"{run}: resuming from the state kept after epoch {epoch_of(kept / 'last.pt')}")
+    if position(kept / "last.pt") > position(here / "last.pt"):
+        epoch, batches = position(kept / "last.pt")
+        log(f"{run}: resuming from the state kept after epoch {epoch}" + (f" and {batches} batches" if batches else ""))
         shutil.copytree(kept, here, dirs_exist_ok=True)
 
 
