@@ -96,6 +96,26 @@ def test_history_and_state_record_device_threads_and_commit(tmp_path, walks):
     assert [row["commit"] for row in saved["train_state"]["history"]] == [source_commit()] * 2
 
 
+def test_inn_runs_says_how_far_into_an_epoch_a_stopped_run_was_saved(tmp_path, walks, monkeypatch):
+    import inn.experiment.train.epoch as epoch_module
+
+    real, calls = epoch_module._train_batch, []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6 + 3:  # 30 walks in batches of 5: the third batch of epoch 2
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(epoch_module, "_train_batch", stopping)
+    results = tmp_path / "results"
+    with pytest.raises(KeyboardInterrupt):
+        train("walks", walks, "inn", _run(results), _cfg(batch_size=5), INN_FAST, device="cpu", save_every=0.0)
+    row = list_runs([results]).iloc[0]
+    assert row["status"] == "unfinished" and row["epochs"] == 1
+    assert row["ended_by"] == "running, 0 of 5 epochs without a better dev; 2 batches of epoch 2 saved"
+
+
 def test_inn_runs_lists_unfinished_and_finished_runs(tmp_path, walks, capsys):
     results = tmp_path / "results"
     train("walks", walks, "inn", _run(results), _cfg(), INN_FAST, device="cpu", stop_after=1)

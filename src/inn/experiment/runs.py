@@ -172,6 +172,8 @@ def _run_row(results: Path, folder: Path) -> dict[str, Any]:
         or {}
     )
     ended_by = _ended_by(status, history, best_epoch, training)
+    if status == UNFINISHED and (within := (state or {}).get("train_state", {}).get("within")):
+        ended_by += f"; {within['batches']} batches of epoch {within['epoch']} saved"
     if status == STOPPED and elsewhere is not None:
         where = f"its state on {elsewhere.get('host', '?')}: {elsewhere.get('path', '?')}"
         ended_by = ended_by.replace("no resume state", where)
