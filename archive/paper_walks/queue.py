@@ -22,8 +22,9 @@ The runs go in the order of ``RUNS`` in two lanes: an INN (days on one core, its
 and a b-LSTM (hours, its state on this machine) run side by side while both lanes have work, so
 the short runs finish rows while the INNs go on, and a b-LSTM's progress is not left on a machine
 the next session may not have.
-A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it runs only with
-``start --large``, on every slot's threads at once, on a machine that stays for its whole run.
+A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it comes last in its
+lane, so it runs on a machine that has stayed, and a new machine starts it again; ``start
+--large`` runs those alone, one at a time on every slot's threads.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def launch(run: Run, threads: int) -> subprocess.Popen:
 
 
 def pending(large: bool) -> list[Run]:
-    return [run for run in RUNS if not finished(run) and run.large == large]
+    """The runs not yet finished in order, the large ones last (``large``: those alone)."""
+    return sorted((run for run in RUNS if not finished(run) and (run.large or not large)), key=lambda r: r.large)
 
 
 def next_run(todo: list[Run], running: dict) -> Run:
