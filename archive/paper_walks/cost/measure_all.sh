@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every point of the cost measurement (measured.tsv), AT_ONCE side by side (one thread each;
 # 1 where other work holds a core), the Table 1 queue paused meanwhile. From the repository root, after the queue
-# has made the a9e4c60 worktree (python archive/paper_walks/queue.py start):
+# has made the a9e4c60 worktree (python archive/paper_walks/run_queue.py start):
 #
 #   bash archive/paper_walks/cost/measure_all.sh [BATCHES] [AT_ONCE]   (defaults 100, 2)
 #
@@ -26,8 +26,8 @@ measure() {  # b model [--state FILE] [--point NAME]
     --data "$tree/out/paper_walks/results/data/walks/b$b" --model "$model" --batches "$batches" \
     --settings-from "$state/b1_inn_seed2_epoch19.pt" --out "$state/measured_${b}_${model}_${RANDOM}${RANDOM}.tsv" "$@"
 }
-python archive/paper_walks/queue.py pause
-trap 'python archive/paper_walks/queue.py resume' EXIT
+python archive/paper_walks/run_queue.py pause
+trap 'python archive/paper_walks/run_queue.py resume' EXIT
 rm -f "$state"/measured_*.tsv
 jobs_=(
   "1.0 inn --state $state/b1_inn_seed2_epoch19.pt --point seed2_epoch19"

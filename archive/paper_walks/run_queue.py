@@ -3,11 +3,11 @@
 One command starts or resumes them from any checkout of this repository that has the pinned
 commits in its history:
 
-    python archive/paper_walks/queue.py start          # in the background; --slots N (default 2)
-    python archive/paper_walks/queue.py status         # what runs, what is done, what is next
-    python archive/paper_walks/queue.py pause|resume   # SIGSTOP / SIGCONT every training (timings, the test suite)
-    python archive/paper_walks/queue.py stop           # SIGINT: runs stop now, to resume after their last epoch
-    python archive/paper_walks/queue.py keep           # finished runs into results/, unfinished states into unfinished/
+    python archive/paper_walks/run_queue.py start          # in the background; --slots N (default 2)
+    python archive/paper_walks/run_queue.py status         # what runs, what is done, what is next
+    python archive/paper_walks/run_queue.py pause|resume   # SIGSTOP / SIGCONT every training (timings, the test suite)
+    python archive/paper_walks/run_queue.py stop           # SIGINT: runs stop now, to resume after their last epoch
+    python archive/paper_walks/run_queue.py keep           # finished runs to results/, unfinished states to unfinished/
 
 Each run is the workflow's own job (``snakemake ... results/eval/walks/b<b>/<model>/seed<N>/metrics.json``)
 in a worktree of the commit it is pinned to (``out/pinned/<commit>``, with its own virtual
@@ -87,6 +87,8 @@ RUNS = [
     Run("0.75", "inn", 1, B), Run("0.75", "inn", 2, B), Run("0.75", "inn", 3, B),
     Run("0.75", "bilstm-h500", 1, A), Run("0.75", "bilstm-h1000", 1, A), Run("0.75", "bilstm-h1500", 1, A),
     Run("0.75", "bilstm-h100", 2, A), Run("0.75", "bilstm-h100", 3, A),
+    # the pick on dev of the sizes finished at b = 0.75 (0.0710 against the 1,000's 0.0723)
+    Run("0.75", "bilstm-h500", 2, A), Run("0.75", "bilstm-h500", 3, A),
     Run("2.0", "inn", 1, B), Run("2.0", "bilstm-h100", 1, B), Run("2.0", "bilstm-h300", 1, B),
     Run("2.0", "bilstm-h500", 1, B),
 ]
