@@ -66,6 +66,11 @@ class Run:
         return f"walks/b{self.b}/{self.model}/seed{self.seed}"
 
     @property
+    def units(self) -> int:
+        """A b-LSTM's hidden units (0 for the INN)."""
+        return int(self.model.split("-h")[1]) if "-h" in self.model else 0
+
+    @property
     def large(self) -> bool:
         """A state too large for git (b-LSTMs of 1,000 units and more): not portable."""
         return self.model in ("bilstm-h1000", "bilstm-h1500")
@@ -187,8 +192,11 @@ def launch(run: Run, threads: int) -> subprocess.Popen:
 
 
 def pending(large: bool) -> list[Run]:
-    """The runs not yet finished in order, the large ones last (``large``: those alone)."""
-    return sorted((run for run in RUNS if not finished(run) and (run.large or not large)), key=lambda r: r.large)
+    """The runs not yet finished in order, but those whose states git does not take later: the
+    b-LSTMs of 500 units (16.4 MB with the best copy) after the smaller ones, and the large ones
+    last (``large``: those alone), so that the runs a new machine can resume finish first."""
+    todo = [run for run in RUNS if not finished(run) and (run.large or not large)]
+    return sorted(todo, key=lambda r: (r.units >= 500, r.large))
 
 
 def next_run(todo: list[Run], running: dict) -> Run:
