@@ -323,7 +323,9 @@ def keep() -> None:
                 subprocess.run(["gzip", "-n9c", str(base / "eval" / run.folder / "predictions.tsv")], stdout=gz,
                                check=True)
             shutil.rmtree(HERE / "unfinished" / "train" / run.folder, ignore_errors=True)
-        if any((base / "train").glob("*/*/*/seed*/history.tsv")):  # a run with a finished epoch to keep
+        # a run in progress (finished runs have no last.pt): its state, though a resuming job's
+        # history.tsv is gone until its next epoch ends, and it may hold batches saved inside one
+        if any((base / "train").glob("*/*/*/seed*/last.pt")):
             subprocess.run([sys.executable, "-m", "inn", "runs", str(base), "--keep-states", str(HERE / "unfinished"),
                             "--max-state-mb", "16"], check=True, stdout=subprocess.DEVNULL)
 
