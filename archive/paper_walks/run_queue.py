@@ -4,7 +4,6 @@ One command starts or resumes them from any checkout of this repository that has
 commits in its history:
 
     python archive/paper_walks/run_queue.py start          # in the background; --slots N (default 2)
-    python archive/paper_walks/run_queue.py start --portable   # only the runs git keeps (a machine that may not stay)
     python archive/paper_walks/run_queue.py status         # what runs, what is done, what is next
     python archive/paper_walks/run_queue.py pause|resume   # SIGSTOP / SIGCONT every training (timings, the test suite)
     python archive/paper_walks/run_queue.py stop           # SIGINT: runs stop now, to resume after their last epoch
@@ -23,10 +22,10 @@ The runs go in the order of ``RUNS`` in two lanes: an INN (days on one core, its
 and a b-LSTM (hours, its state on this machine) run side by side while both lanes have work, so
 the short runs finish rows while the INNs go on, and a b-LSTM's progress is not left on a machine
 the next session may not have.
-A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it comes last in its
-lane, so it runs on a machine that has stayed, and a new machine starts it again; ``start
---large`` runs those alone, one at a time on every slot's threads, and ``start --portable``
-leaves them out, so that every slot trains a run whose progress outlives the machine.
+A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it comes last, after
+every run git keeps, whatever its lane, so it runs on a machine that has stayed, and a new
+machine starts it again; ``start --large`` runs those alone, one at a time on every slot's
+threads.
 """
 
 from __future__ import annotations
@@ -195,19 +194,20 @@ def launch(run: Run, threads: int) -> subprocess.Popen:
                             cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def pending(large: bool, portable: bool = False) -> list[Run]:
+def pending(large: bool) -> list[Run]:
     """The runs not yet finished in order, but those whose states git does not take later: the
     b-LSTMs of 500 units (16.4 MB with the best copy) after the smaller ones, and the large ones
-    last (``large``: those alone; ``portable``: none of them), so that the runs a new machine can
-    resume finish first."""
-    todo = [run for run in RUNS if not finished(run) and (run.large or not large) and not (portable and run.large)]
+    last (``large``: those alone), so that the runs a new machine can resume finish first."""
+    todo = [run for run in RUNS if not finished(run) and (run.large or not large)]
     return sorted(todo, key=lambda r: (r.units >= 500, r.large))
 
 
 def next_run(todo: list[Run], running: dict) -> Run:
-    """The first run of a lane that has none going, else the first run."""
+    """The first run whose state git keeps of a lane that has none going, else the first such
+    run: a large b-LSTM takes a slot only when no run that outlives the machine wants it."""
     busy = {run.lane for run in running}
-    return next((run for run in todo if run.lane not in busy), todo[0])
+    portable = [run for run in todo if not run.large] or todo
+    return next((run for run in portable if run.lane not in busy), portable[0])
 
 
 class Adopted:
@@ -240,7 +240,7 @@ def adopt() -> dict:
     return adopted
 
 
-def start(slots: int, large: bool, portable: bool = False) -> None:
+def start(slots: int, large: bool) -> None:
     """Keep ``slots`` runs going until the list is done; a large run takes every slot's threads."""
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "queue.pid").write_text(str(os.getpid()), encoding="utf-8")
@@ -262,7 +262,7 @@ def start(slots: int, large: bool, portable: bool = False) -> None:
                 log(f"{run}: {ended}")
                 del running[run]
         _write_running(running)
-        todo = [run for run in pending(large, portable) if run not in running]
+        todo = [run for run in pending(large) if run not in running]
         if stopping or (not todo and not running):
             if not running:
                 return
@@ -346,22 +346,17 @@ def main() -> None:
     parser.add_argument("command", choices=["start", "status", "pause", "resume", "stop", "keep"])
     parser.add_argument("--slots", type=int, default=2, help="runs at once (CPU cores to use)")
     parser.add_argument("--large", action="store_true", help="the b-LSTMs of 1,000-1,500 units, one at a time")
-    parser.add_argument("--portable", action="store_true",
-                        help="leave the large b-LSTMs out: every slot trains a run whose state git keeps")
     parser.add_argument("--foreground", action="store_true", help="start: stay attached")
     args = parser.parse_args()
-    if args.large and args.portable:
-        parser.error("--large and --portable exclude each other: the large runs are the ones git does not keep")
     if args.command == "start" and not args.foreground:
         STATE.mkdir(parents=True, exist_ok=True)
         with open(STATE / "queue.log", "a", encoding="utf-8") as out:
-            mode = ["--large"] if args.large else ["--portable"] if args.portable else []
-            subprocess.Popen([sys.executable, __file__, "start", "--foreground", "--slots", str(args.slots), *mode],
-                             stdout=out, stderr=out, start_new_session=True)
+            subprocess.Popen([sys.executable, __file__, "start", "--foreground", "--slots", str(args.slots)]
+                             + (["--large"] if args.large else []), stdout=out, stderr=out, start_new_session=True)
         log(f"queue started; its log: {STATE / 'queue.log'}")
     elif args.command == "start":
         keep()  # a restart truncates each job's workflow log: keep what the last stretch wrote first
-        start(args.slots, args.large, args.portable)
+        start(args.slots, args.large)
     elif args.command in ("pause", "resume", "stop"):
         signal_all({"pause": signal.SIGSTOP, "resume": signal.SIGCONT, "stop": signal.SIGINT}[args.command])
     elif args.command == "keep":
