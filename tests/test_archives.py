@@ -72,3 +72,13 @@ def test_the_comparison_archives_verdicts_follow_from_its_tables(tmp_path):
         "0 of 4 hold after Holm's correction for 4 tests"
     )
     assert set(views(archive)) == {"verdict", "table1", "comparisons", "runs"}
+
+
+def test_an_archived_run_logs_each_stretch_once():
+    """A run's ``logs/`` holds one log a stretch of training: two logs with the same first line
+    are two copies of one stretch, a shorter one kept before the stretch ended among them."""
+    folders = [*ARCHIVES.glob("*/results/train/*/*/*/seed*/logs"), *ARCHIVES.glob("*/unfinished/train/*/*/*/*/logs")]
+    assert folders
+    for logs in folders:
+        firsts = [path.open(encoding="utf-8", errors="replace").readline() for path in sorted(logs.glob("*.log"))]
+        assert len(firsts) == len(set(firsts)), f"{logs}: a stretch logged twice"

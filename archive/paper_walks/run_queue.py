@@ -293,6 +293,22 @@ def signal_all(sig: signal.Signals) -> None:
             pass
 
 
+def _first_line(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return handle.readline()
+
+
+def _keep_last_log(log_file: Path, logs: Path) -> None:
+    """Copy the workflow's log of a run's last stretch into ``logs``: over the copy of the same
+    stretch (the same first line) kept there before it ended, else as ``train_<when it began>.log``,
+    as ``inn runs --keep-states`` names it."""
+    first = _first_line(log_file)
+    same = [own for own in sorted(logs.glob("*.log")) if _first_line(own) == first]
+    began = "".join(ch for ch in first[:19] if ch.isdigit()) or "unknown"
+    logs.mkdir(exist_ok=True)
+    shutil.copy2(log_file, same[0] if same else logs / f"train_{began}.log")
+
+
 def keep() -> None:
     """Finished runs' histories, logs, metrics and predictions into results/; unfinished runs'
     states (without warm starts, 16 MB at most) into unfinished/ for the next machine."""
@@ -305,20 +321,17 @@ def keep() -> None:
                 continue
             log(f"{run}: archived")
             train = HERE / "results" / "train" / run.folder
-            shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
-            # every stretch's log: the earlier ones kept in unfinished/, then the workflow's log of
-            # the job (the last stretch), named as `inn runs --keep-states` names them, by when the
-            # stretch began, so that it replaces a copy kept before the stretch ended
+            # every stretch's log: the earlier ones kept in unfinished/, overwritten by the run's
+            # own (whole) copies of the same stretches, then the workflow's log of the job (the
+            # last stretch), replacing the copy of that stretch kept before it ended
             kept = HERE / "unfinished" / "train" / run.folder / "logs"
             if kept.is_dir():
                 shutil.copytree(kept, train / "logs", dirs_exist_ok=True)
+            shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
             log_file = base.parent / "logs" / "train_model" / f"{run.folder}.log"
             if log_file.is_file():
-                with log_file.open(encoding="utf-8", errors="replace") as handle:
-                    began = "".join(ch for ch in handle.readline()[:19] if ch.isdigit()) or "unknown"
-                (train / "logs").mkdir(exist_ok=True)
-                shutil.copy2(log_file, train / "logs" / f"train_{began}.log")
+                _keep_last_log(log_file, train / "logs")
             evaluation = HERE / "results" / "eval" / run.folder
             evaluation.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "eval" / run.folder / "metrics.json", evaluation / "metrics.json")
