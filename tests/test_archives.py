@@ -10,6 +10,7 @@ verdicts, which the tables it keeps determine."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,40 @@ def test_an_archived_run_logs_each_stretch_once():
     for logs in folders:
         firsts = [path.open(encoding="utf-8", errors="replace").readline() for path in sorted(logs.glob("*.log"))]
         assert len(firsts) == len(set(firsts)), f"{logs}: a stretch logged twice"
+
+
+def _run_queue(monkeypatch, tmp_path):
+    """``archive/paper_walks/run_queue.py`` (a script, not a module of the package) with its
+    archive and worktrees moved under ``tmp_path``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_queue", ARCHIVES / "paper_walks" / "run_queue.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "run_queue", module)  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "HERE", tmp_path / "archive")
+    monkeypatch.setattr(module, "PINNED", tmp_path / "pinned")
+    return module
+
+
+@pytest.mark.parametrize("training_ended", [False, True])
+def test_the_queue_brings_a_kept_state_only_to_a_run_whose_training_goes_on(monkeypatch, tmp_path, training_ended):
+    """On a new machine the state kept in git resumes the run; where the run's training ended
+    (its checkpoint.pt written, its last.pt removed, its history one epoch on) the kept state,
+    saved inside that epoch, must not overwrite the history the evaluation checks."""
+    import torch
+
+    queue = _run_queue(monkeypatch, tmp_path)
+    run = queue.Run("0.75", "inn", 1, "abc1234")
+    kept = tmp_path / "archive" / "unfinished" / "train" / run.folder
+    kept.mkdir(parents=True)
+    torch.save({"train_state": {"epoch": 24, "within": {"batches": 1561}}}, kept / "last.pt")
+    (kept / "history.tsv").write_text("epoch\n" + "".join(f"{e}\n" for e in range(1, 25)), encoding="utf-8")
+    here = queue.results(run) / "train" / run.folder
+    here.mkdir(parents=True)
+    if training_ended:
+        (here / "checkpoint.pt").write_bytes(b"the finished run's")
+        (here / "history.tsv").write_text("epoch\n" + "".join(f"{e}\n" for e in range(1, 26)), encoding="utf-8")
+    queue.bring_kept_state(run)
+    assert (here / "last.pt").exists() is not training_ended
+    assert len((here / "history.tsv").read_text(encoding="utf-8").splitlines()) == (26 if training_ended else 25)

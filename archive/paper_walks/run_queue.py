@@ -13,10 +13,12 @@ Each run is the workflow's own job (``snakemake ... results/eval/walks/b<b>/<mod
 in a worktree of the commit it is pinned to (``out/pinned/<commit>``, with its own virtual
 environment, made on first use), one CPU thread a job, under ``nice -n 19``. Before a run
 starts, the state kept for it in ``unfinished/`` (an INN's ``last.pt`` without warm starts,
-0.85 MB) is copied into the worktree, so ``inn train`` resumes after its last finished epoch;
+0.85 MB) is copied into the worktree where the worktree's own is behind it (a new machine) and
+the run's training has not ended there, so ``inn train`` resumes after its last finished epoch;
 ``start`` first runs ``keep``, so the logs of epochs finished since the last ``keep`` outlive the
 restart (the workflow truncates a job's log when it starts it again), and takes over the runs a
 previous queue left going (``running.json``), so a restarted queue never starts a run twice.
+A run that fails is not started again until the queue is: its log is ``out/queue/<run>.log``.
 
 The runs go in the order of ``RUNS`` in two lanes: an INN (days on one core, its state in git)
 and a b-LSTM (hours, its state on this machine) run side by side while both lanes have work, so
@@ -153,9 +155,13 @@ def position(state: Path) -> tuple[int, int]:
 
 def bring_kept_state(run: Run) -> None:
     """Copy the state kept in git into the worktree when it is further on than what is there (a
-    new machine); otherwise the worktree's own, with its warm starts, resumes."""
+    new machine); otherwise the worktree's own, with its warm starts, resumes. A run whose training
+    has ended there (its checkpoint.pt written, its last.pt removed) only awaits its evaluation:
+    its history is ahead of any kept state, which must not overwrite it."""
     kept = HERE / "unfinished" / "train" / run.folder
     here = results(run) / "train" / run.folder
+    if (here / "checkpoint.pt").exists():
+        return
     if position(kept / "last.pt") > position(here / "last.pt"):
         epoch, batches = position(kept / "last.pt")
         log(f"{run}: resuming from the state kept after epoch {epoch}" + (f" and {batches} batches" if batches else ""))
@@ -179,6 +185,11 @@ def environment(run: Run, threads: int) -> dict[str, str]:
             "MKL_NUM_THREADS": str(threads)}
 
 
+def run_log(run: Run) -> Path:
+    """Where the queue appends a run's Snakemake output."""
+    return STATE / f"{run.folder.replace('/', '_')}.log"
+
+
 def launch(run: Run, threads: int) -> subprocess.Popen:
     """Prepare the run's walks (alone, so two jobs never write them at once), then train and evaluate."""
     tree = worktree(run.commit)
@@ -188,7 +199,7 @@ def launch(run: Run, threads: int) -> subprocess.Popen:
     subprocess.run(["nice", "-n", "19", *snakemake(run, data, 1)], cwd=tree, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     STATE.mkdir(parents=True, exist_ok=True)
-    out = open(STATE / f"{run.folder.replace('/', '_')}.log", "a", encoding="utf-8")
+    out = open(run_log(run), "a", encoding="utf-8")
     log(f"{run}: started on {threads} thread(s)")
     return subprocess.Popen(["nice", "-n", "19", *snakemake(run, f"results/eval/{run.folder}/metrics.json", threads)],
                             cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -245,6 +256,7 @@ def start(slots: int, large: bool) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "queue.pid").write_text(str(os.getpid()), encoding="utf-8")
     running: dict[Run, subprocess.Popen | Adopted] = adopt()
+    failed: set[Run] = set()  # not started again by this queue: a failure that repeats costs hours
     stopping = False
 
     def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -259,10 +271,13 @@ def start(slots: int, large: bool) -> None:
         for run, process in list(running.items()):
             if process.poll() is not None:
                 ended = "ended" if isinstance(process, Adopted) else f"ended with status {process.returncode}"
+                if process.returncode and not stopping:
+                    failed.add(run)
+                    ended += f"; not started again until the queue is, see {run_log(run)}"
                 log(f"{run}: {ended}")
                 del running[run]
         _write_running(running)
-        todo = [run for run in pending(large) if run not in running]
+        todo = [run for run in pending(large) if run not in running and run not in failed]
         if stopping or (not todo and not running):
             if not running:
                 return
