@@ -120,3 +120,21 @@ def test_the_queue_brings_a_kept_state_only_to_a_run_whose_training_goes_on(monk
     queue.bring_kept_state(run)
     assert (here / "last.pt").exists() is not training_ended
     assert len((here / "history.tsv").read_text(encoding="utf-8").splitlines()) == (26 if training_ended else 25)
+
+
+def test_the_queue_gives_the_last_portable_run_every_thread_and_a_large_run_only_an_idle_machine(monkeypatch, tmp_path):
+    """Runs git keeps go first, one thread each while another goes or waits beside them; the last
+    of them alone gets every thread; a large b-LSTM (its state only on this machine) starts only
+    once nothing else goes or waits, on every thread."""
+    queue = _run_queue(monkeypatch, tmp_path)
+    inn, other_inn = queue.Run("0.75", "inn", 3, "c"), queue.Run("2.0", "inn", 1, "c")
+    small, large = queue.Run("2.0", "bilstm-h300", 1, "c"), queue.Run("1.0", "bilstm-h1500", 3, "c")
+    assert queue.next_run([inn, small, large], {}, 2) == (inn, 1)
+    assert queue.next_run([inn, small, large], {other_inn: None}, 2) == (small, 1)  # the free lane first
+    assert queue.next_run([inn, large], {small: None}, 2) == (inn, 1)
+    assert queue.next_run([inn, large], {}, 2) == (inn, 2)
+    assert queue.next_run([large], {inn: None}, 2) is None
+    assert queue.next_run([large, large], {}, 2) == (large, 2)
+    assert queue.next_run([], {}, 2) is None
+    assert queue._pid_threads(1903) == (1903, 1)  # a queue's running.json from before it kept threads
+    assert queue._pid_threads([1903, 2]) == (1903, 2)

@@ -24,10 +24,11 @@ The runs go in the order of ``RUNS`` in two lanes: an INN (days on one core, its
 and a b-LSTM (hours, its state on this machine) run side by side while both lanes have work, so
 the short runs finish rows while the INNs go on, and a b-LSTM's progress is not left on a machine
 the next session may not have.
-A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it comes last, after
-every run git keeps, whatever its lane, so it runs on a machine that has stayed, and a new
-machine starts it again; ``start --large`` runs those alone, one at a time on every slot's
-threads.
+The last run git keeps, once nothing runs beside it, gets every slot's threads (an INN at b =
+0.75 trained 1.39-1.45 times as fast on two threads as on one, by wall time; README.md).
+A b-LSTM of 1,000 or 1,500 units has a state (32-73 MB) too large for git: it comes after every
+run git keeps, whatever its lane, alone on every slot's threads, so it runs on a machine that
+has stayed, and a new machine starts it again; ``start --large`` runs only those.
 """
 
 from __future__ import annotations
@@ -213,12 +214,19 @@ def pending(large: bool) -> list[Run]:
     return sorted(todo, key=lambda r: (r.units >= 500, r.large))
 
 
-def next_run(todo: list[Run], running: dict) -> Run:
-    """The first run whose state git keeps of a lane that has none going, else the first such
-    run: a large b-LSTM takes a slot only when no run that outlives the machine wants it."""
-    busy = {run.lane for run in running}
-    portable = [run for run in todo if not run.large] or todo
-    return next((run for run in portable if run.lane not in busy), portable[0])
+def next_run(todo: list[Run], running: dict, slots: int) -> tuple[Run, int] | None:
+    """The run to start next and its threads, or None while the free threads should wait.
+
+    Runs whose states git keeps go first, the first of a lane that has none going, one thread
+    each while another runs or waits beside them, else (the last of them) on every slot's
+    threads. A large b-LSTM starts only when no other run goes or waits, on every slot's threads:
+    it never holds a core a run that outlives the machine could use."""
+    portable = [run for run in todo if not run.large]
+    if portable:
+        busy = {run.lane for run in running}
+        run = next((run for run in portable if run.lane not in busy), portable[0])
+        return run, 1 if running or len(portable) > 1 else slots
+    return (todo[0], slots) if todo and not running else None
 
 
 class Adopted:
@@ -226,8 +234,9 @@ class Adopted:
 
     returncode = None
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, threads: int) -> None:
         self.pid = pid
+        self.threads = threads
 
     def poll(self) -> int | None:
         return None if alive(self.pid) else -1
@@ -244,18 +253,20 @@ def alive(pid: int) -> bool:
 def adopt() -> dict:
     """The runs a previous queue left going, found by ``running.json``."""
     path = STATE / "running.json"
-    kept = json.loads(path.read_text()) if path.exists() else {}
-    adopted = {run: Adopted(kept[str(run)]) for run in RUNS if str(run) in kept and alive(kept[str(run)])}
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    kept = {name: _pid_threads(entry) for name, entry in entries.items()}
+    adopted = {run: Adopted(*kept[str(run)]) for run in RUNS if str(run) in kept and alive(kept[str(run)][0])}
     for run in adopted:
         log(f"{run}: still running (pid {adopted[run].pid}); taken over")
     return adopted
 
 
 def start(slots: int, large: bool) -> None:
-    """Keep ``slots`` runs going until the list is done; a large run takes every slot's threads."""
+    """Keep ``slots`` threads busy until the list is done, with the runs ``next_run`` picks."""
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "queue.pid").write_text(str(os.getpid()), encoding="utf-8")
     running: dict[Run, subprocess.Popen | Adopted] = adopt()
+    threads = {run: process.threads for run, process in running.items()}
     failed: set[Run] = set()  # not started again by this queue: a failure that repeats costs hours
     stopping = False
 
@@ -275,28 +286,36 @@ def start(slots: int, large: bool) -> None:
                     failed.add(run)
                     ended += f"; not started again until the queue is, see {run_log(run)}"
                 log(f"{run}: {ended}")
-                del running[run]
-        _write_running(running)
+                del running[run], threads[run]
+        _write_running(running, threads)
         todo = [run for run in pending(large) if run not in running and run not in failed]
+        chosen = next_run(todo, running, slots) if sum(threads.values()) < slots else None
         if stopping or (not todo and not running):
             if not running:
                 return
-        elif todo and len(running) < (1 if large else slots):
-            run = next_run(todo, running)
-            running[run] = launch(run, slots if large else 1)
-            _write_running(running)
+        elif chosen is not None:
+            run, threads[run] = chosen
+            running[run] = launch(run, threads[run])
+            _write_running(running, threads)
             continue
         time.sleep(10)
 
 
-def _write_running(running: dict) -> None:
-    (STATE / "running.json").write_text(json.dumps({str(r): p.pid for r, p in running.items()}), encoding="utf-8")
+def _write_running(running: dict, threads: dict) -> None:
+    entries = {str(run): [process.pid, threads[run]] for run, process in running.items()}
+    (STATE / "running.json").write_text(json.dumps(entries), encoding="utf-8")
+
+
+def _pid_threads(entry: int | list[int]) -> tuple[int, int]:
+    """A ``running.json`` entry: [process id, threads], or a process id alone (one thread)."""
+    return (entry, 1) if isinstance(entry, int) else (entry[0], entry[1])
 
 
 def signal_all(sig: signal.Signals) -> None:
     """Send ``sig`` to every running job's process group (snakemake and its inn train)."""
     path = STATE / "running.json"
-    for run, pid in (json.loads(path.read_text()) if path.exists() else {}).items():
+    for run, entry in (json.loads(path.read_text()) if path.exists() else {}).items():
+        pid = _pid_threads(entry)[0]
         # the whole session: snakemake, its shell and inn train (start_new_session made pid its id)
         subprocess.run(["pkill", f"-{sig.name[3:]}", "-s", str(pid)], check=False)
         log(f"{run}: {sig.name}")

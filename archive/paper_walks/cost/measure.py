@@ -67,9 +67,10 @@ def main() -> None:
     parser.add_argument("--settings-from", help="a state of the same b whose training settings to use (fresh runs)")
     parser.add_argument("--point", default=None, help="a name for the point (default: fresh, or the state's epoch)")
     parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1: as the archived runs' epochs)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     model, settings, epoch = model_and_settings(args)
     walks = args.batches * settings["batch_size"]
     names = {f.name for f in dataclasses.fields(TrainConfig)}
