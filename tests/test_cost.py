@@ -9,7 +9,7 @@ import pytest
 
 from inn.errors import InnError
 from inn.experiment.cli import main as cli
-from inn.experiment.cost import _below, cost_table, fit_line
+from inn.experiment.cost import _below, cost_table, fit_line, own_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "archive" / "paper_walks" / "results"
@@ -110,6 +110,35 @@ def test_hours_of_an_archived_run_are_its_epochs_costs_summed():
     assert inn.first_below == first and inn.cpu_hours_first_below == pytest.approx(sum(seconds[:first]) / 3600)
     assert inn.fit_r2 == pytest.approx(1) and inn.fit_points == 3
     assert ("b1.0", "bilstm-h1000", 1) not in table.index  # not measured: no row, no made-up hours
+    assert inn.hours_from == "measured per batch"  # its history records no CPU seconds
+
+
+def test_a_run_whose_history_records_its_cpu_seconds_is_costed_from_them():
+    """b = 2's INN (231d5d2) records each epoch's process CPU seconds: its hours are their sums,
+    whatever the measurement says an INN's batch costs."""
+    table = cost_table([RESULTS], MEASURED).set_index(["dataset", "model", "seed"])
+    history = pd.read_csv(RESULTS / "train/walks/b2.0/inn/seed1/history.tsv", sep="\t")
+    inn = table.loc[("b2.0", "inn", 1)]
+    best = int(history.dev_error.idxmin()) + 1
+    assert inn.hours_from == "its history" and np.isnan(inn.fit_r2)
+    assert inn.cpu_hours_to_best == pytest.approx(history.cpu_seconds[:best].sum() / 3600)
+    assert inn.cpu_hours_total == pytest.approx(history.cpu_seconds.sum() / 3600)
+    assert inn.cpu_s_first_epoch == pytest.approx(history.cpu_seconds.iloc[0])
+
+
+@pytest.mark.parametrize(
+    "columns, own",
+    [
+        ({"cpu_seconds": [10.0, 12.0], "device": ["cpu", "cpu"]}, [10.0, 12.0]),
+        ({"cpu_seconds": [10.0, 12.0]}, [10.0, 12.0]),
+        ({"cpu_seconds": [10.0, 12.0], "device": ["cpu", "cuda"]}, None),  # a GPU epoch's CPU time is not its cost
+        ({"cpu_seconds": [10.0, np.nan], "device": ["cpu", "cpu"]}, None),  # an epoch without
+        ({"device": ["cpu", "cpu"]}, None),
+    ],
+)
+def test_a_runs_own_cpu_seconds_count_only_where_every_epoch_has_them_on_the_cpu(columns, own):
+    seconds = own_cpu_seconds(pd.DataFrame({"epoch": [1, 2], **columns}))
+    assert (seconds is None) if own is None else list(seconds) == own
 
 
 def test_inn_cost_writes_the_table_and_names_a_missing_measurement(tmp_path, capsys):

@@ -2,10 +2,13 @@
 and to reach the dev error of the best b-LSTM.
 
 A run's recorded seconds per epoch are wall-clock times of machines shared with other work, so
-they are not used. Instead each model's CPU seconds per training batch are measured on one
-machine, one thread (``archive/paper_walks/cost/measure.py``: a number of batches of the run's
-own training loop, from fresh weights and from states kept late in training), and each epoch of
-an archived run is costed from them:
+they are not used. A run whose history records its own process CPU seconds for every epoch, each
+on the CPU (``cpu_seconds``, written since 231d5d2), is costed from those (``hours_from``: its
+history; an epoch on two threads counts both threads' time). The others are costed from a
+measurement: each model's CPU seconds per training batch measured on one machine, one thread
+(``archive/paper_walks/cost/measure.py``: a number of batches of the run's own training loop,
+from fresh weights and from states kept late in training), and each epoch of an archived run is
+costed from them:
 
 - a b-LSTM's batch costs the same at every epoch (its arithmetic does not depend on the
   weights): the mean of its measured points;
@@ -18,6 +21,10 @@ An epoch is ``batches * cost per batch + dev walks * dev cost per walk`` (the de
 only, fitted on the forward iterations for the INN). The target is the best dev error any seed
 of the b-LSTM chosen on dev reached; a run's hours to it are those up to the end of the first
 epoch below it, and of the epoch from which it stays below.
+
+The measured line holds for the solver it was measured with: the archive's measurement (a9e4c60)
+gives the INNs trained at 231d5d2, whose adjoint turns to GMRES, 0.8-3.4 times their own CPU
+seconds to their best epochs, which is why a run's own come first.
 """
 
 from __future__ import annotations
@@ -107,6 +114,16 @@ def model_costs(measured: pd.DataFrame) -> dict[str, ModelCost]:
     return costs
 
 
+def own_cpu_seconds(history: pd.DataFrame) -> np.ndarray | None:
+    """A run's own CPU seconds per epoch, where its history records them for every epoch and each
+    epoch trained on the CPU (a GPU epoch's CPU time is not its cost); None otherwise."""
+    if "cpu_seconds" not in history or history["cpu_seconds"].isna().any():
+        return None
+    if "device" in history and not history["device"].astype(str).str.startswith("cpu").all():
+        return None
+    return history["cpu_seconds"].to_numpy(float)
+
+
 def _hours_until(cumulative: np.ndarray, epoch: int | None) -> float:
     return float(cumulative[epoch - 1]) / 3600 if epoch else float("nan")
 
@@ -123,8 +140,9 @@ def _below(dev: np.ndarray, target: float) -> tuple[int | None, int | None]:
 
 
 def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFrame:
-    """One row per walks run of ``results`` whose model was measured: CPU hours to its best dev
-    epoch and to the chosen b-LSTM's best dev error, beside its test error."""
+    """One row per walks run of ``results`` whose history records its CPU seconds or whose model
+    was measured: CPU hours to its best dev epoch and to the chosen b-LSTM's best dev error,
+    beside its test error."""
     found = find_run_files(results)
     runs = load_runs(found["metrics"], found["histories"], found["predictions"])
     runs = runs[runs.task.isin([name for name, spec in TASKS.items() if spec.metric == "error"])]
@@ -142,16 +160,19 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
         target = float(chosen.best_dev.min()) if len(chosen) else float("nan")
         sizes = _sizes(results, dataset)
         for run in group.itertuples():
-            if run.model not in costs:
-                continue
             history = histories[(run.task, run.dataset, run.model, run.seed)].sort_values("epoch")
-            size = batch_size[(run.task, run.dataset, run.model, run.seed)]
-            if not size:
-                raise InnError(f"{run_label(run._asdict())}: its metrics.json records no training.batch_size")
-            batches = -(-sizes["train"] // int(size))
-            seconds = np.array(
-                [costs[run.model].epoch_seconds(row, batches, sizes["dev"]) for _, row in history.iterrows()]
-            )
+            seconds = own_cpu_seconds(history)
+            measured_cost = costs.get(run.model) if seconds is None else None
+            if seconds is None:
+                if measured_cost is None:
+                    continue
+                size = batch_size[(run.task, run.dataset, run.model, run.seed)]
+                if not size:
+                    raise InnError(f"{run_label(run._asdict())}: its metrics.json records no training.batch_size")
+                batches = -(-sizes["train"] // int(size))
+                seconds = np.array(
+                    [measured_cost.epoch_seconds(row, batches, sizes["dev"]) for _, row in history.iterrows()]
+                )
             cumulative = np.cumsum(seconds)
             dev = history["dev_error"].to_numpy(float)
             best = int(history.loc[history["dev_error"].idxmin(), "epoch"])
@@ -174,13 +195,15 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
                     "cpu_hours_first_below": _hours_until(cumulative, first),
                     "stays_below": stays,
                     "cpu_hours_stays_below": _hours_until(cumulative, stays),
-                    "fit_r2": costs[run.model].batch.r2,
-                    "fit_points": costs[run.model].batch.points,
+                    "hours_from": "measured per batch" if measured_cost else "its history",
+                    "fit_r2": measured_cost.batch.r2 if measured_cost else float("nan"),
+                    "fit_points": measured_cost.batch.points if measured_cost else 0,
                 }
             )
     if not rows:
         raise InnError(
-            "no walks run of the results has a measured model: measure it first (archive/paper_walks/cost/measure.py)"
+            "no walks run of the results records its CPU seconds or has a measured model: measure it first "
+            "(archive/paper_walks/cost/measure.py)"
         )
     return pd.DataFrame(rows)
 

@@ -333,7 +333,8 @@ def _hours(values: pd.Series) -> str:
 def cost_view(cost: pd.DataFrame) -> TableView:
     """One row per data set and model (``inn cost``): CPU hours to the best dev epoch and to the
     dev error of the best b-LSTM (the first epoch below it, and the epoch from which it stays
-    below), beside the test error, per seed."""
+    below), beside the test error, per seed, and where the hours come from (the run's own
+    history or the measured cost per batch)."""
     view = TableView(
         "cost-table",
         "What the error costs: CPU hours (one thread)",
@@ -346,6 +347,7 @@ def cost_view(cost: pd.DataFrame) -> TableView:
             ("best b-LSTM dev error", ""),
             ("CPU h to first below it", ""),
             ("CPU h from which it stays below", ""),
+            ("hours from", "text"),
         ],
     )
     for (dataset, model), group in cost.groupby(["dataset", "model"], sort=False):
@@ -359,6 +361,7 @@ def cost_view(cost: pd.DataFrame) -> TableView:
                 fmt(group.target_dev.iloc[0]),
                 _hours(group.cpu_hours_first_below),
                 _hours(group.cpu_hours_stays_below),
+                ", ".join(dict.fromkeys(group.get("hours_from", pd.Series(["measured per batch"])))),
             ]
         )
     return view
