@@ -162,8 +162,9 @@ def cost_table(results: list[str | Path], measured: pd.DataFrame) -> pd.DataFram
         for run in group.itertuples():
             history = histories[(run.task, run.dataset, run.model, run.seed)].sort_values("epoch")
             seconds = own_cpu_seconds(history)
-            measured_cost = costs.get(run.model) if seconds is None else None
+            measured_cost = None
             if seconds is None:
+                measured_cost = costs.get(run.model)
                 if measured_cost is None:
                     continue
                 size = batch_size[(run.task, run.dataset, run.model, run.seed)]
