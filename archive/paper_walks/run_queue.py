@@ -91,16 +91,28 @@ class Run:
 # a9e4c60 beside their seed-1 runs (the b-LSTMs' numerics are identical to the bit at both).
 A, B = "a9e4c60", "231d5d2"
 RUNS = [
-    Run("1.0", "inn", 3, A), Run("1.0", "bilstm-h1000", 3, A), Run("1.0", "bilstm-h1500", 1, A),
+    Run("1.0", "inn", 3, A),
+    Run("1.0", "bilstm-h1000", 3, A),
+    Run("1.0", "bilstm-h1500", 1, A),
     # the 1,500's seed 1 went below the 1,000's seed 1 on dev (0.0485 against 0.0488, epoch 12): the pick
-    Run("1.0", "bilstm-h1500", 2, A), Run("1.0", "bilstm-h1500", 3, A),
-    Run("1.0", "bilstm-h100", 2, A), Run("1.0", "bilstm-h100", 3, A),
-    Run("0.75", "inn", 1, B), Run("0.75", "inn", 2, B), Run("0.75", "inn", 3, B),
-    Run("0.75", "bilstm-h500", 1, A), Run("0.75", "bilstm-h1000", 1, A), Run("0.75", "bilstm-h1500", 1, A),
-    Run("0.75", "bilstm-h100", 2, A), Run("0.75", "bilstm-h100", 3, A),
+    Run("1.0", "bilstm-h1500", 2, A),
+    Run("1.0", "bilstm-h1500", 3, A),
+    Run("1.0", "bilstm-h100", 2, A),
+    Run("1.0", "bilstm-h100", 3, A),
+    Run("0.75", "inn", 1, B),
+    Run("0.75", "inn", 2, B),
+    Run("0.75", "inn", 3, B),
+    Run("0.75", "bilstm-h500", 1, A),
+    Run("0.75", "bilstm-h1000", 1, A),
+    Run("0.75", "bilstm-h1500", 1, A),
+    Run("0.75", "bilstm-h100", 2, A),
+    Run("0.75", "bilstm-h100", 3, A),
     # the pick on dev of the sizes finished at b = 0.75 (0.0710 against the 1,000's 0.0723)
-    Run("0.75", "bilstm-h500", 2, A), Run("0.75", "bilstm-h500", 3, A),
-    Run("2.0", "inn", 1, B), Run("2.0", "bilstm-h100", 1, B), Run("2.0", "bilstm-h300", 1, B),
+    Run("0.75", "bilstm-h500", 2, A),
+    Run("0.75", "bilstm-h500", 3, A),
+    Run("2.0", "inn", 1, B),
+    Run("2.0", "bilstm-h100", 1, B),
+    Run("2.0", "bilstm-h300", 1, B),
     Run("2.0", "bilstm-h500", 1, B),
 ]
 
@@ -175,15 +187,31 @@ def snakemake(run: Run, target: str, threads: int) -> list[str]:
     local = work / f"local_t{threads}.yaml"
     work.mkdir(parents=True, exist_ok=True)
     local.write_text(LOCAL_YAML.replace("THREADS", str(threads)), encoding="utf-8")
-    return [str(tree / ".venv" / "bin" / "snakemake"), "--nolock", "--rerun-incomplete", "--cores", str(threads),
-            "--configfile", "config/paper_walks.yaml", str(local.relative_to(tree)), "--directory", "out/paper_walks",
-            "-s", "Snakefile", target]
+    return [
+        str(tree / ".venv" / "bin" / "snakemake"),
+        "--nolock",
+        "--rerun-incomplete",
+        "--cores",
+        str(threads),
+        "--configfile",
+        "config/paper_walks.yaml",
+        str(local.relative_to(tree)),
+        "--directory",
+        "out/paper_walks",
+        "-s",
+        "Snakefile",
+        target,
+    ]
 
 
 def environment(run: Run, threads: int) -> dict[str, str]:
     venv = PINNED / run.commit / ".venv" / "bin"
-    return {**os.environ, "PATH": f"{venv}:{os.environ['PATH']}", "OMP_NUM_THREADS": str(threads),
-            "MKL_NUM_THREADS": str(threads)}
+    return {
+        **os.environ,
+        "PATH": f"{venv}:{os.environ['PATH']}",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+    }
 
 
 def run_log(run: Run) -> Path:
@@ -197,13 +225,25 @@ def launch(run: Run, threads: int) -> subprocess.Popen:
     bring_kept_state(run)
     env = environment(run, threads)
     data = f"results/data/walks/b{run.b}/summary.tsv"
-    subprocess.run(["nice", "-n", "19", *snakemake(run, data, 1)], cwd=tree, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["nice", "-n", "19", *snakemake(run, data, 1)],
+        cwd=tree,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     STATE.mkdir(parents=True, exist_ok=True)
     out = open(run_log(run), "a", encoding="utf-8")
     log(f"{run}: started on {threads} thread(s)")
-    return subprocess.Popen(["nice", "-n", "19", *snakemake(run, f"results/eval/{run.folder}/metrics.json", threads)],
-                            cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        ["nice", "-n", "19", *snakemake(run, f"results/eval/{run.folder}/metrics.json", threads)],
+        cwd=tree,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def pending(large: bool) -> list[Run]:
@@ -361,8 +401,12 @@ def keep() -> None:
             kept = HERE / "unfinished" / "train" / run.folder / "logs"
             if kept.is_dir():
                 shutil.copytree(kept, train / "logs", dirs_exist_ok=True)
-            shutil.copytree(base / "train" / run.folder, train, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"))
+            shutil.copytree(
+                base / "train" / run.folder,
+                train,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("*.pt", "*.lock", "*.tmp"),
+            )
             log_file = base.parent / "logs" / "train_model" / f"{run.folder}.log"
             if log_file.is_file():
                 _keep_last_log(log_file, train / "logs")
@@ -370,14 +414,28 @@ def keep() -> None:
             evaluation.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "eval" / run.folder / "metrics.json", evaluation / "metrics.json")
             with open(evaluation / "predictions.tsv.gz", "wb") as gz:
-                subprocess.run(["gzip", "-n9c", str(base / "eval" / run.folder / "predictions.tsv")], stdout=gz,
-                               check=True)
+                subprocess.run(
+                    ["gzip", "-n9c", str(base / "eval" / run.folder / "predictions.tsv")], stdout=gz, check=True
+                )
             shutil.rmtree(HERE / "unfinished" / "train" / run.folder, ignore_errors=True)
         # a run in progress (finished runs have no last.pt): its state, though a resuming job's
         # history.tsv is gone until its next epoch ends, and it may hold batches saved inside one
         if any((base / "train").glob("*/*/*/seed*/last.pt")):
-            subprocess.run([sys.executable, "-m", "inn", "runs", str(base), "--keep-states", str(HERE / "unfinished"),
-                            "--max-state-mb", "16"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "inn",
+                    "runs",
+                    str(base),
+                    "--keep-states",
+                    str(HERE / "unfinished"),
+                    "--max-state-mb",
+                    "16",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
 
 
 def status() -> None:
@@ -398,8 +456,13 @@ def main() -> None:
     if args.command == "start" and not args.foreground:
         STATE.mkdir(parents=True, exist_ok=True)
         with open(STATE / "queue.log", "a", encoding="utf-8") as out:
-            subprocess.Popen([sys.executable, __file__, "start", "--foreground", "--slots", str(args.slots)]
-                             + (["--large"] if args.large else []), stdout=out, stderr=out, start_new_session=True)
+            subprocess.Popen(
+                [sys.executable, __file__, "start", "--foreground", "--slots", str(args.slots)]
+                + (["--large"] if args.large else []),
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         log(f"queue started; its log: {STATE / 'queue.log'}")
     elif args.command == "start":
         keep()  # a restart truncates each job's workflow log: keep what the last stretch wrote first

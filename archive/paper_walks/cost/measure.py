@@ -34,9 +34,26 @@ from inn.experiment.runs import source_commit
 from inn.experiment.train import TrainConfig, WarmStarts, _train_epoch, evaluate_loss, load_task_data
 from inn.models import ModelConfig, build_model, parse_model_name
 
-FIELDS = ["b", "model", "point", "epoch", "pass", "batches", "walks", "cpu_s", "wall_s", "cpu_s_per_batch",
-          "newton_iters", "backward_iters", "dev_walks", "dev_cpu_s_per_walk", "load_before", "load_after",
-          "threads", "commit"]
+FIELDS = [
+    "b",
+    "model",
+    "point",
+    "epoch",
+    "pass",
+    "batches",
+    "walks",
+    "cpu_s",
+    "wall_s",
+    "cpu_s_per_batch",
+    "newton_iters",
+    "backward_iters",
+    "dev_walks",
+    "dev_cpu_s_per_walk",
+    "load_before",
+    "load_after",
+    "threads",
+    "commit",
+]
 
 
 def model_and_settings(args) -> tuple[torch.nn.Module, dict, int]:
@@ -78,20 +95,40 @@ def main() -> None:
     data = load_task_data("walks", args.data, cfg)
     optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"])
     implicit = model.config.implicit
-    warm = WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, torch.device("cpu")) \
-        if implicit and cfg.warm_start else None
+    warm = (
+        WarmStarts([B.length(e) for e in data.train], model.rnn.state_size, torch.device("cpu"))
+        if implicit and cfg.warm_start
+        else None
+    )
     passes = ["cold", "warm"] if warm is not None else ["cold"]
     rows = []
     for name in passes:
         load_before = os.getloadavg()[0]
         cpu, wall = time.process_time(), time.perf_counter()
-        row = _train_epoch(model, optimizer, data, cfg, settings["lr"], epoch + 1, torch.device("cpu"),
-                           Path(args.out).with_suffix(".unused"), warm)
+        row = _train_epoch(
+            model,
+            optimizer,
+            data,
+            cfg,
+            settings["lr"],
+            epoch + 1,
+            torch.device("cpu"),
+            Path(args.out).with_suffix(".unused"),
+            warm,
+        )
         # the cold pass finds no solution kept (a batch none of whose walks was solved starts
         # from zero) and keeps its own, which start the warm pass's solves, as an epoch's do the next's
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        rows.append({"pass": name, "cpu_s": cpu, "wall_s": wall, "load_before": load_before,
-                     "newton_iters": row.get("newton_iters", ""), "backward_iters": row.get("backward_iters", "")})
+        rows.append(
+            {
+                "pass": name,
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "load_before": load_before,
+                "newton_iters": row.get("newton_iters", ""),
+                "backward_iters": row.get("backward_iters", ""),
+            }
+        )
     dev_cpu = time.process_time()
     evaluate_loss(model, data.dev, settings["batch_size"], torch.device("cpu"))
     dev_cpu = (time.process_time() - dev_cpu) / len(data.dev)
@@ -102,11 +139,23 @@ def main() -> None:
         if not exists:
             writer.writeheader()
         for row in rows:
-            writer.writerow({**row, "b": b, "model": args.model, "point": args.point or ("fresh" if args.state is None
-                             else f"epoch{epoch}"), "epoch": epoch, "batches": args.batches, "walks": walks,
-                             "cpu_s_per_batch": row["cpu_s"] / args.batches, "dev_walks": len(data.dev),
-                             "dev_cpu_s_per_walk": dev_cpu, "load_after": os.getloadavg()[0],
-                             "threads": torch.get_num_threads(), "commit": source_commit()})
+            writer.writerow(
+                {
+                    **row,
+                    "b": b,
+                    "model": args.model,
+                    "point": args.point or ("fresh" if args.state is None else f"epoch{epoch}"),
+                    "epoch": epoch,
+                    "batches": args.batches,
+                    "walks": walks,
+                    "cpu_s_per_batch": row["cpu_s"] / args.batches,
+                    "dev_walks": len(data.dev),
+                    "dev_cpu_s_per_walk": dev_cpu,
+                    "load_after": os.getloadavg()[0],
+                    "threads": torch.get_num_threads(),
+                    "commit": source_commit(),
+                }
+            )
 
 
 if __name__ == "__main__":
